@@ -1,0 +1,38 @@
+# hf_lmobj: the README's commands. Each target sets up everything it needs in .venv.
+#   make demo   train a tiny causal LM on the embedded corpus and report perplexity / bits per byte
+#   make test   run the test suite (slow integration tests included)
+#   make bench  run every benchmark in benchmarks/ side by side with the stock libraries
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# A CPU build of torch that is fast to install; set TORCH_SPEC="torch" (or any spec) to choose yours.
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	if [ -n "$$CI" ] || ! $(BIN)/python -c "import torch" 2>/dev/null; then \
+		$(BIN)/python -m pip install -q "$(TORCH_SPEC)"; fi
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python recipes/pretrain.py --config recipes/configs/clm/demo.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	set -e; for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis out runs

@@ -1,0 +1,129 @@
+"""Pure helpers shared by the packing collators: bin packing, chunking and per-document masks.
+
+A packed row holds several documents back to back. Three equivalent ways tell a model where the
+documents are, one per attention implementation:
+
+* ``position_ids`` restarting at 0 for each document (flash-attention derives ``cu_seqlens``);
+* ``flash_attention_kwargs``: explicit ``cu_seq_lens_q/k`` and ``max_length_q/k``;
+* a 4D additive float mask ``[B, 1, T, T]`` (0 = may attend, dtype min = may not) that eager and
+  sdpa attention use as given. transformers ignores a 4D *boolean* mask on eager attention, so
+  the float form is the one that works everywhere.
+
+Example:
+    >>> best_fit_decreasing([5, 3, 4, 2], capacity=7)
+    [[0, 3], [2, 1]]
+    >>> import torch
+    >>> doc = document_ids_from_position_ids(torch.tensor([[0, 1, 0, 1, 2]]))
+    >>> doc.tolist()
+    [[0, 0, 1, 1, 1]]
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Sequence
+
+import torch
+
+
+def chunk_lengths(length: int, max_length: int) -> list[int]:
+    """Split a document of ``length`` tokens into chunks of at most ``max_length`` (none dropped).
+
+    Example:
+        >>> chunk_lengths(10, 4)
+        [4, 4, 2]
+    """
+    if max_length <= 0:
+        raise ValueError(f"max_length must be positive, got {max_length}")
+    if length < 0:
+        raise ValueError(f"length must be non-negative, got {length}")
+    full, rest = divmod(length, max_length)
+    return [max_length] * full + ([rest] if rest else [])
+
+
+def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Pack items into as few bins of ``capacity`` as best-fit-decreasing finds.
+
+    Items are visited longest first (ties by index, so the result is deterministic); each goes into
+    the open bin with the least room that still fits it, or a new bin. Returns, per bin, the item
+    indices in the order they were placed. O(n log n) searches.
+
+    Example:
+        >>> best_fit_decreasing([4, 4, 4], capacity=8)
+        [[0, 1], [2]]
+    """
+    if capacity <= 0:
+        raise ValueError(f"capacity must be positive, got {capacity}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    bins: list[list[int]] = []
+    rooms: list[tuple[int, int]] = []  # sorted (room left, bin index)
+    for item in order:
+        size = lengths[item]
+        if size > capacity:
+            raise ValueError(f"item {item} has length {size} > capacity {capacity}; chunk it first")
+        slot = bisect.bisect_left(rooms, (size, -1))
+        if slot < len(rooms):
+            room, index = rooms.pop(slot)
+        else:
+            room, index = capacity, len(bins)
+            bins.append([])
+        bins[index].append(item)
+        bisect.insort(rooms, (room - size, index))
+    return bins
+
+
+def document_ids_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor:
+    """Number the documents of each row: a new document starts wherever ``position_ids == 0``.
+
+    Shapes: ``position_ids`` (B, T) -> (B, T) int64, starting at 0 in each row.
+    """
+    starts = (position_ids == 0).long()  # (B, T)
+    starts[:, 0] = 1
+    return starts.cumsum(dim=1) - 1  # (B, T)
+
+
+def block_attention_mask(
+    document_ids: torch.Tensor, causal: bool, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """4D additive mask letting each token attend only within its own document.
+
+    Shapes: ``document_ids`` (B, T) -> (B, 1, T, T) with 0.0 where query t may attend key s (same
+    document, and s <= t when ``causal``) and ``torch.finfo(dtype).min`` elsewhere. Every query
+    sees at least itself, so no softmax row is empty.
+
+    Example:
+        >>> m = block_attention_mask(torch.tensor([[0, 0, 1]]), causal=True)
+        >>> (m[0, 0] == 0).int().tolist()
+        [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    """
+    same = document_ids[:, :, None] == document_ids[:, None, :]  # (B, T, T)
+    if causal:
+        length = document_ids.shape[1]
+        same &= torch.ones(length, length, dtype=torch.bool, device=same.device).tril()
+    mask = torch.zeros(same.shape, dtype=dtype, device=same.device)
+    mask.masked_fill_(~same, torch.finfo(dtype).min)
+    return mask[:, None]  # (B, 1, T, T)
+
+
+def flash_attention_kwargs(position_ids: torch.Tensor) -> dict[str, torch.Tensor | int]:
+    """``cu_seq_lens_q/k`` and ``max_length_q/k`` for flash-attention over the flattened batch.
+
+    The whole (B, T) batch is one stream of documents; each row's first token starts a document.
+
+    Example:
+        >>> kw = flash_attention_kwargs(torch.tensor([[0, 1, 2, 0, 1]]))
+        >>> kw["cu_seq_lens_q"].tolist(), kw["max_length_q"]
+        ([0, 3, 5], 3)
+    """
+    flat = position_ids.reshape(-1)  # (B * T,)
+    starts = (flat == 0).clone()
+    starts[:: position_ids.shape[1]] = True
+    boundaries = torch.nonzero(starts).flatten()
+    cu = torch.cat([boundaries, torch.tensor([flat.numel()], device=flat.device)]).to(torch.int32)
+    longest = int((cu[1:] - cu[:-1]).max()) if cu.numel() > 1 else 0
+    return {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+
+
+def packing_efficiency(num_real_tokens: int, rows: int, row_length: int) -> float:
+    """Share of the ``rows x row_length`` rectangle filled by real tokens."""
+    return num_real_tokens / max(rows * row_length, 1)

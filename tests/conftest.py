@@ -1,0 +1,34 @@
+"""Shared fixtures: a small locally trained tokenizer and the embedded corpus (no downloads)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """A byte-level BPE (vocab 1024) trained on the first 300 stdlib files, cached on disk."""
+    from hf_lmobj.data import build_tokenizer
+
+    return build_tokenizer(vocab_size=1024, max_documents=300)
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    """The first 300 stdlib files, split train/validation."""
+    from hf_lmobj.data import load_stdlib_corpus
+
+    return load_stdlib_corpus(max_documents=300)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    torch.manual_seed(0)
+    yield
