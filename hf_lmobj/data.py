@@ -209,3 +209,31 @@ def tokenize_corpus(
         encode, batched=True, remove_columns=dataset.column_names, num_proc=num_proc,
         desc="tokenize",
     )
+
+
+def load_text_splits(
+    dataset_name: str | None = None,
+    dataset_config: str | None = None,
+    text_column: str = "text",
+    validation_fraction: float = 0.02,
+    max_documents: int | None = None,
+) -> datasets.DatasetDict:
+    """Train/validation text splits: the embedded corpus by default, else a Hub or local dataset.
+
+    A named dataset goes through ``datasets.load_dataset`` as usual; without a ``validation``
+    split, ``validation_fraction`` of ``train`` is held out with a fixed seed.
+    """
+    if dataset_name is None:
+        return load_stdlib_corpus(validation_fraction, max_documents)
+    loaded = datasets.load_dataset(dataset_name, dataset_config)
+    if "train" not in loaded:
+        raise ValueError(f"dataset {dataset_name!r} has no 'train' split (has {list(loaded)})")
+    if text_column not in loaded["train"].column_names:
+        raise ValueError(f"dataset {dataset_name!r} has no column {text_column!r}; set text_column")
+    train = loaded["train"]
+    if max_documents is not None:
+        train = train.select(range(min(max_documents, train.num_rows)))
+    if "validation" in loaded:
+        return datasets.DatasetDict(train=train, validation=loaded["validation"])
+    split = train.train_test_split(test_size=validation_fraction, seed=0)
+    return datasets.DatasetDict(train=split["train"], validation=split["test"])
