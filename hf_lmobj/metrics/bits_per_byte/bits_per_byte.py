@@ -1,0 +1,105 @@
+"""Bits per byte as an ``evaluate`` metric: total NLL / ln 2 / total UTF-8 bytes of the original texts.
+
+This folder is a Hub Space (``bits_per_byte.py`` + ``README.md`` + ``requirements.txt`` + the
+sibling ``scoring.py`` that ``evaluate`` fetches through the relative import below).
+"""
+
+from __future__ import annotations
+
+import math
+
+import datasets
+import evaluate
+
+from .scoring import bits_per_byte_from_sums, check_sums, scores_from_compute_args
+
+_CITATION = """\
+@article{gao2020pile,
+  title={The {P}ile: An 800{GB} Dataset of Diverse Text for Language Modeling},
+  author={Gao, Leo and Biderman, Stella and Black, Sid and Golding, Laurence and Hoppe, Travis and Foster, Charles
+          and Phang, Jason and He, Horace and Thite, Anish and Nabeshima, Noa and Presser, Shawn and Leahy, Connor},
+  journal={arXiv preprint arXiv:2101.00027},
+  year={2020}
+}
+"""
+
+_DESCRIPTION = """\
+Bits per byte (BPB) is the total negative log-likelihood of a corpus in bits divided by the number
+of UTF-8 bytes of the original text: sum nll / ln 2 / sum num_bytes. Unlike perplexity it does not
+depend on the tokenizer, so models with different vocabularies can be compared. The byte count is
+len(text.encode("utf-8")) of the original text, never a count rebuilt from decoded tokens. It can
+be computed from per-text sums or from a causal language model and texts with strided sliding
+windows (every token scored exactly once, with up to max_length tokens of context).
+"""
+
+_KWARGS_DESCRIPTION = """
+Two ways in.
+
+From sums (works with add / add_batch and several processes):
+    nll (list of float): summed negative log-likelihood in nats, one entry per text.
+    num_bytes (list of int): the UTF-8 byte count of each original text.
+
+From a model (a list of texts as predictions):
+    predictions (list of str): the texts, scored whole (never truncated).
+    model_id (str): a local path or Hub id of a causal LM, loaded once for the call;
+        or model= and tokenizer= (in-memory objects, reused across calls).
+    max_length (int): tokens per forward pass. Defaults to the model's context size.
+    stride (int): new tokens scored per window after the first. Defaults to max_length
+        (disjoint windows); a smaller stride gives every token more context.
+    add_start_token (bool): prepend BOS so the first token is scored too. Defaults to True.
+    batch_size (int): windows per forward pass, across texts. Defaults to 8.
+    device (str): where to run. Defaults to the model's device, else CUDA when available.
+    progress (bool): show a progress bar. Defaults to True.
+
+Returns:
+    bits_per_byte (float): sum nll / ln 2 / sum num_bytes.
+    nll (float): total negative log-likelihood in nats.
+    num_bytes (int): total UTF-8 bytes.
+    bits_per_byte_per_text (list of float): nll / ln 2 / num_bytes of each entry.
+
+Examples:
+    >>> import evaluate
+    >>> bits_per_byte = evaluate.load("hf_lmobj/metrics/bits_per_byte")  # a local folder or "<namespace>/bits_per_byte"
+    >>> text = "你好"  # 2 characters, 6 UTF-8 bytes
+    >>> results = bits_per_byte.compute(nll=[6 * 0.6931471805599453], num_bytes=[len(text.encode("utf-8"))])
+    >>> round(results["bits_per_byte"], 6), results["num_bytes"]
+    (1.0, 6)
+
+    >>> results = bits_per_byte.compute(predictions=["def f(x):"], model_id="gpt2")  # doctest: +SKIP
+    >>> sorted(results)  # doctest: +SKIP
+    ['bits_per_byte', 'bits_per_byte_per_text', 'nll', 'num_bytes']
+"""
+
+
+class BitsPerByte(evaluate.Metric):
+    """Corpus bits per byte, ``total NLL / ln 2 / total bytes``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
+
+    Example:
+        >>> BitsPerByte().compute(nll=[2 * math.log(2)], num_bytes=[2])["bits_per_byte"]
+        1.0
+    """
+
+    def _info(self) -> evaluate.MetricInfo:
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"nll": datasets.Value("float64"), "num_bytes": datasets.Value("int64")}),
+            reference_urls=["https://arxiv.org/abs/2101.00027"],
+        )
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """``compute(nll=..., num_bytes=...)``, or ``compute(predictions=texts, model_id=...)``."""
+        scores = scores_from_compute_args(predictions, references, kwargs, "num_bytes")
+        if scores is not None:
+            kwargs.update(nll=[s.nll for s in scores], num_bytes=[s.num_bytes for s in scores])
+        return super().compute(**kwargs)
+
+    def _compute(self, nll, num_bytes) -> dict:
+        nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
+        return {
+            "bits_per_byte": bits_per_byte_from_sums(nll, num_bytes),
+            "nll": math.fsum(nll),
+            "num_bytes": sum(num_bytes),
+            "bits_per_byte_per_text": [value / math.log(2) / count for value, count in zip(nll, num_bytes)],
+        }

@@ -1,0 +1,105 @@
+"""Perplexity as an ``evaluate`` metric: corpus-level and token-weighted, from sums or from a causal LM.
+
+This folder is a Hub Space (``perplexity.py`` + ``README.md`` + ``requirements.txt`` + the sibling
+``scoring.py`` that ``evaluate`` fetches through the relative import below).
+"""
+
+from __future__ import annotations
+
+import math
+
+import datasets
+import evaluate
+
+from .scoring import check_sums, perplexity_from_sums, scores_from_compute_args
+
+_CITATION = """\
+@article{jelinek1977perplexity,
+  title={Perplexity -- a measure of the difficulty of speech recognition tasks},
+  author={Jelinek, Fred and Mercer, Robert L. and Bahl, Lalit R. and Baker, James K.},
+  journal={The Journal of the Acoustical Society of America},
+  volume={62},
+  number={S1},
+  pages={S63--S63},
+  year={1977}
+}
+"""
+
+_DESCRIPTION = """\
+Perplexity is the exponentiated average negative log-likelihood per predicted token,
+exp(total NLL / total predicted tokens), over the whole corpus (token-weighted, not the mean of
+per-text perplexities). It can be computed from per-text sums (nll in nats, num_tokens) collected
+anywhere, or from a causal language model and texts with strided sliding windows: every token is
+scored exactly once, conditioned on up to max_length tokens of context.
+"""
+
+_KWARGS_DESCRIPTION = """
+Two ways in.
+
+From sums (works with add / add_batch and several processes):
+    nll (list of float): summed negative log-likelihood in nats, one entry per text.
+    num_tokens (list of int): the number of predicted tokens behind each nll.
+
+From a model (a list of texts as predictions):
+    predictions (list of str): the texts, scored whole (never truncated).
+    model_id (str): a local path or Hub id of a causal LM, loaded once for the call;
+        or model= and tokenizer= (in-memory objects, reused across calls).
+    max_length (int): tokens per forward pass. Defaults to the model's context size.
+    stride (int): new tokens scored per window after the first. Defaults to max_length
+        (disjoint windows); a smaller stride gives every token more context.
+    add_start_token (bool): prepend BOS so the first token is scored too. Defaults to True.
+    batch_size (int): windows per forward pass, across texts. Defaults to 8.
+    device (str): where to run. Defaults to the model's device, else CUDA when available.
+    progress (bool): show a progress bar. Defaults to True.
+
+Returns:
+    perplexity (float): exp(sum nll / sum num_tokens).
+    nll (float): total negative log-likelihood in nats.
+    num_tokens (int): total predicted tokens.
+    perplexities (list of float): exp(nll / num_tokens) of each entry.
+
+Examples:
+    >>> import evaluate
+    >>> perplexity = evaluate.load("hf_lmobj/metrics/perplexity")  # a local folder or "<namespace>/perplexity"
+    >>> results = perplexity.compute(nll=[2.0, 4.0], num_tokens=[1, 3])
+    >>> round(results["perplexity"], 4), results["num_tokens"]
+    (4.4817, 4)
+
+    >>> results = perplexity.compute(predictions=["def f(x):", "return x"], model_id="gpt2")  # doctest: +SKIP
+    >>> sorted(results)  # doctest: +SKIP
+    ['nll', 'num_tokens', 'perplexities', 'perplexity']
+"""
+
+
+class Perplexity(evaluate.Metric):
+    """Corpus perplexity, ``exp(total NLL / total tokens)``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
+
+    Example:
+        >>> Perplexity().compute(nll=[9.210], num_tokens=[3])["perplexity"] > 21.5
+        True
+    """
+
+    def _info(self) -> evaluate.MetricInfo:
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"nll": datasets.Value("float64"), "num_tokens": datasets.Value("int64")}),
+            reference_urls=["https://huggingface.co/docs/transformers/perplexity"],
+        )
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """``compute(nll=..., num_tokens=...)``, or ``compute(predictions=texts, model_id=...)``."""
+        scores = scores_from_compute_args(predictions, references, kwargs, "num_tokens")
+        if scores is not None:
+            kwargs.update(nll=[s.nll for s in scores], num_tokens=[s.num_tokens for s in scores])
+        return super().compute(**kwargs)
+
+    def _compute(self, nll, num_tokens) -> dict:
+        nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
+        return {
+            "perplexity": perplexity_from_sums(nll, num_tokens),
+            "nll": math.fsum(nll),
+            "num_tokens": sum(num_tokens),
+            "perplexities": [math.exp(value / count) for value, count in zip(nll, num_tokens)],
+        }

@@ -1,0 +1,1 @@
+../scoring.py
