@@ -98,11 +98,11 @@ def block_attention_mask(
     """
     same = document_ids[:, :, None] == document_ids[:, None, :]  # (B, T, T)
     if causal:
-        length = document_ids.shape[1]
-        same &= torch.ones(length, length, dtype=torch.bool, device=same.device).tril()
-    mask = torch.zeros(same.shape, dtype=dtype, device=same.device)
-    mask.masked_fill_(~same, torch.finfo(dtype).min)
-    return mask[:, None]  # (B, 1, T, T)
+        position = torch.arange(document_ids.shape[1], device=document_ids.device)  # (T,)
+        same &= position[:, None] >= position[None, :]  # (B, T, T)
+    allowed = torch.zeros((), dtype=dtype, device=same.device)
+    blocked = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=same.device)
+    return torch.where(same, allowed, blocked)[:, None]  # (B, 1, T, T)
 
 
 def flash_attention_kwargs(position_ids: torch.Tensor) -> dict[str, torch.Tensor | int]:

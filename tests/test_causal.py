@@ -1,0 +1,314 @@
+"""DataCollatorForCausalLM against independent references: the formula, stock models, hand examples."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers.processors import TemplateProcessing
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.collators.packing import chunk_lengths
+
+IMPLS = ("eager", "sdpa")
+KINDS = ("gpt2", "llama")
+
+
+def tiny_model(kind: str, impl: str, vocab: int, seed: int = 0):
+    """Hidden 32, 2 layers. GPT-2's dropout is zeroed: it is noise, not a leak, and would make
+    train-mode logits differ run to run."""
+    torch.manual_seed(seed)
+    if kind == "gpt2":
+        config = GPT2Config(
+            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=1,
+            eos_token_id=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        )
+        return _with_impl(GPT2LMHeadModel, config, impl)
+    config = LlamaConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    return _with_impl(LlamaForCausalLM, config, impl)
+
+
+def _with_impl(cls, config, impl):
+    config._attn_implementation = impl
+    return cls(config)
+
+
+def random_docs(lengths, vocab, seed=0, end=None):
+    g = torch.Generator().manual_seed(seed)
+    docs = [torch.randint(5, vocab, (n,), generator=g).tolist() for n in lengths]
+    return [d[:-1] + [end] for d in docs] if end is not None else docs
+
+
+def reference_loss(logits, tokens, trainable):
+    """sum_t CE(logits[:, t], tokens[:, t+1]) * trainable[:, t+1] / sum(trainable[:, 1:])."""
+    ce = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), tokens[:, 1:], reduction="none")
+    weight = trainable[:, 1:].float()  # (B, T-1)
+    return (ce * weight).sum() / weight.sum()
+
+
+@pytest.fixture(scope="module")
+def pad_is_eos(tokenizer):
+    tok = copy.deepcopy(tokenizer)
+    tok.pad_token = tok.eos_token
+    return tok
+
+
+# --------------------------------------------------------------------------- padding mode
+def test_padding_hand_example_trains_eos_when_pad_is_eos(pad_is_eos):
+    eos = pad_is_eos.eos_token_id
+    batch = DataCollatorForCausalLM(pad_is_eos)([{"input_ids": [7, 8, 9, eos]}, {"input_ids": [5, eos]}])
+    assert batch["input_ids"].tolist() == [[7, 8, 9, eos], [5, eos, eos, eos]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert batch["labels"].tolist() == [[-100, 8, 9, eos], [-100, eos, -100, -100]]
+    assert batch["shift_labels"].tolist() == [[8, 9, eos, -100], [eos, -100, -100, -100]]
+    assert set(batch) == {"input_ids", "attention_mask", "labels", "shift_labels"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_model_loss_equals_reference_with_pad_eq_eos_and_prompt_labels(kind, pad_is_eos):
+    eos, vocab = pad_is_eos.eos_token_id, len(pad_is_eos)
+    docs = random_docs([9, 4, 13, 6], vocab, end=eos)
+    features = [{"input_ids": d} for d in docs]
+    features[2]["labels"] = [-100] * 5 + docs[2][5:]  # a prompt of 5 tokens is not trained
+    batch = DataCollatorForCausalLM(pad_is_eos, pad_to_multiple_of=8)(features)
+    width = batch["input_ids"].shape[1]
+    assert width == 16
+    # trainable, built from the documents alone: a real token that is not part of the prompt
+    trainable = torch.zeros(len(docs), width, dtype=torch.bool)
+    for row, doc in enumerate(docs):
+        trainable[row, : len(doc)] = True
+    trainable[2, :5] = False
+    model = tiny_model(kind, "sdpa", vocab)
+    out = model(**batch)
+    torch.testing.assert_close(out.loss, reference_loss(out.logits, batch["input_ids"], trainable))
+    without_shift = {k: v for k, v in batch.items() if k != "shift_labels"}
+    torch.testing.assert_close(model(**without_shift).loss, out.loss)
+    assert (batch["labels"][torch.arange(4), [len(d) - 1 for d in docs]] == eos).all()
+
+
+def test_padding_respects_feature_attention_mask_and_splits_long_features(tokenizer):
+    collator = DataCollatorForCausalLM(tokenizer, max_length=4)
+    batch = collator([{"input_ids": [0, 0, 7, 8], "attention_mask": [0, 0, 1, 1]}, {"input_ids": [5, 6, 7, 8, 9, 10]}])
+    assert batch["input_ids"].tolist() == [[0, 0, 7, 8], [5, 6, 7, 8], [9, 10, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[0, 0, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0]]
+    # 7 follows padding and 9 starts a chunk: neither is predicted from something before it
+    assert batch["labels"].tolist() == [[-100, -100, -100, 8], [-100, 6, 7, 8], [-100, 10, -100, -100]]
+
+
+def test_add_bos_eos_follow_the_tokenizer_and_are_idempotent(tokenizer):
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    assert DataCollatorForCausalLM(tokenizer)([{"input_ids": [7, 8]}])["input_ids"].tolist() == [[7, 8]]
+    wraps = copy.deepcopy(tokenizer)  # a tokenizer that adds <s> ... </s> itself (Llama-like)
+    wraps._tokenizer.post_processor = TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
+    )
+    batch = DataCollatorForCausalLM(wraps)([{"input_ids": [7, 8]}, {"input_ids": [bos, 7, eos]}])
+    assert batch["input_ids"].tolist() == [[bos, 7, 8, eos], [bos, 7, eos, wraps.pad_token_id]]
+    assert batch["labels"].tolist() == [[-100, 7, 8, eos], [-100, 7, eos, -100]]
+    explicit = DataCollatorForCausalLM(tokenizer, add_eos=True, add_bos=False)
+    assert explicit([{"input_ids": [7], "labels": [-100]}])["labels"].tolist() == [[-100, eos]]
+
+
+# --------------------------------------------------------------------------- packing mode
+def doc_spans(position_ids_row):
+    starts = (position_ids_row == 0).nonzero().flatten().tolist() + [len(position_ids_row)]
+    return list(zip(starts[:-1], starts[1:]))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("mode", ("train", "eval"))
+def test_packed_logits_equal_each_document_alone(kind, impl, mode, tokenizer):
+    vocab = len(tokenizer)
+    docs = random_docs([11, 3, 7, 16, 5, 1, 9], vocab, seed=1)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, attn_implementation=impl)
+    batch = collator([{"input_ids": d} for d in docs])
+    assert batch["attention_mask"].shape[1:] == (1, 16, 16)
+    model = getattr(tiny_model(kind, impl, vocab), mode)()
+    with torch.no_grad():
+        packed = model(**batch).logits  # (B, T, V)
+        seen = []
+        for row in range(packed.shape[0]):
+            for start, end in doc_spans(batch["position_ids"][row]):
+                ids = batch["input_ids"][row, start:end]
+                if end > start and ids.tolist() in docs:
+                    alone = model(input_ids=ids[None]).logits[0]
+                    assert (alone - packed[row, start:end]).abs().max() < 1e-5
+                    seen.append(ids.tolist())
+    assert sorted(seen) == sorted(docs)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_packed_loss_equals_per_document_reference_and_last_positions_get_no_gradient(kind, tokenizer):
+    vocab = len(tokenizer)
+    docs = random_docs([10, 6, 14, 3, 8], vocab, seed=2)
+    batch = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True)([{"input_ids": d} for d in docs])
+    model = tiny_model(kind, "eager", vocab)
+    out = model(**batch)
+    out.logits.retain_grad()
+    out.loss.backward()
+    # reference from the documents alone: every token after the first of its document is a target
+    nll, count = torch.zeros(()), 0
+    with torch.no_grad():
+        for doc in docs:
+            ids = torch.tensor([doc])
+            logits = model(input_ids=ids).logits
+            nll += F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="sum")
+            count += len(doc) - 1
+    torch.testing.assert_close(out.loss.detach(), nll / count)
+    grad = out.logits.grad  # (B, T, V)
+    assert torch.equal(grad[:, -1], torch.zeros_like(grad[:, -1]))
+    for row in range(grad.shape[0]):
+        for _, end in doc_spans(batch["position_ids"][row]):
+            assert torch.equal(grad[row, end - 1], torch.zeros_like(grad[row, end - 1]))
+
+
+def test_flash_attention_gets_cu_seq_lens_and_no_mask(tokenizer):
+    collator = DataCollatorForCausalLM(tokenizer, max_length=8, packing=True, attn_implementation="flash_attention_2")
+    batch = collator([{"input_ids": [5] * 5}, {"input_ids": [6] * 3}, {"input_ids": [7] * 4}])
+    assert "attention_mask" not in batch
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 2, 3, 0, 1, 2, 3]]
+    assert batch["cu_seq_lens_q"].tolist() == [0, 5, 8, 12, 16] and batch["max_length_k"] == 5
+
+
+def test_packing_stats_counts_the_rectangle(tokenizer):
+    collator = DataCollatorForCausalLM(tokenizer, max_length=10, packing=True)
+    stats = collator.packing_stats([{"input_ids": [5] * n} for n in (6, 5, 4, 3, 2)])
+    assert (stats.num_tokens, stats.num_rows, stats.row_length, stats.efficiency) == (20, 2, 10, 1.0)
+    padded = DataCollatorForCausalLM(tokenizer).packing_stats([{"input_ids": [5] * n} for n in (6, 2)])
+    assert padded.efficiency == 8 / 12
+
+
+# --------------------------------------------------------------------------- properties
+doc_lists = st.lists(st.lists(st.integers(5, 1023), min_size=1, max_size=40), min_size=1, max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(docs=doc_lists, max_length=st.integers(1, 32), data=st.data())
+def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs, max_length, data, tokenizer):
+    impl = data.draw(st.sampled_from(IMPLS + ("flash_attention_2",)))
+    features = []
+    for doc in docs:  # labels: each token trained or not at random
+        keep = data.draw(st.lists(st.booleans(), min_size=len(doc), max_size=len(doc)))
+        features.append({"input_ids": doc, "labels": [t if k else -100 for t, k in zip(doc, keep)]})
+    collator = DataCollatorForCausalLM(tokenizer, max_length=max_length, packing=True, attn_implementation=impl)
+    batch = collator(features)
+    ids, labels, shift, pos = (batch[k] for k in ("input_ids", "labels", "shift_labels", "position_ids"))
+    assert ids.shape[1] <= max_length
+    # expected chunks (ids, labels with the chunk's first label unset), as a multiset
+    expected = []
+    for feature in features:
+        start = 0
+        for size in chunk_lengths(len(feature["input_ids"]), max_length):
+            chunk_labels = [-100] + feature["labels"][start + 1 : start + size]
+            expected.append((feature["input_ids"][start : start + size], chunk_labels))
+            start += size
+    got = []
+    for row in range(ids.shape[0]):
+        for start, end in doc_spans(pos[row]):
+            if ids[row, start] != tokenizer.pad_token_id:  # ids are >= 5: pad (0) only pads
+                got.append((ids[row, start:end].tolist(), labels[row, start:end].tolist()))
+            else:
+                assert (labels[row, start:end] == -100).all()
+    assert sorted(got) == sorted(expected)
+    assert torch.equal(shift[:, :-1], labels[:, 1:]) and (shift[:, -1] == -100).all()
+    # a target at t is always the next token of the same document
+    targets = shift != -100
+    assert (pos[:, 1:][targets[:, :-1]] == pos[:, :-1][targets[:, :-1]] + 1).all()
+    if impl in IMPLS:  # the 4D mask lets a query see exactly its own document's prefix
+        docs_ids = (pos == 0).long().cumsum(1)
+        same = docs_ids[:, :, None] == docs_ids[:, None, :]
+        allowed = same & torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()
+        assert torch.equal(batch["attention_mask"][:, 0] == 0, allowed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=doc_lists, max_length=st.one_of(st.none(), st.integers(1, 32)))
+def test_padding_keeps_every_token_in_order(docs, max_length, tokenizer):
+    batch = DataCollatorForCausalLM(tokenizer, max_length=max_length)([{"input_ids": d} for d in docs])
+    mask = batch["attention_mask"].bool()
+    rows = [batch["input_ids"][r][mask[r]].tolist() for r in range(mask.shape[0])]
+    assert [t for r in rows for t in r] == [t for d in docs for t in d]
+    trained = mask.clone()  # every real token but the first of its row (each row is one chunk)
+    trained[:, 0] = False
+    assert torch.equal(batch["labels"] != -100, trained)
+    assert torch.equal(batch["labels"][trained], batch["input_ids"][trained])
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_length": 0}, "max_length must be a positive"),
+        ({"max_length": -3}, "max_length must be a positive"),
+        ({"packing": True}, "packing=True needs max_length"),
+        ({"pad_to_multiple_of": 0}, "pad_to_multiple_of"),
+        ({"attn_implementation": "flex"}, "attn_implementation must be one of"),
+        ({"return_tensors": "np"}, "return_tensors"),
+        ({"mask_dtype": torch.int64}, "mask_dtype"),
+    ],
+)
+def test_bad_arguments(kwargs, message, tokenizer):
+    with pytest.raises(ValueError, match=message):
+        DataCollatorForCausalLM(tokenizer, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "features, error, message",
+    [
+        ([], ValueError, "empty batch"),
+        ([{"labels": [1, 2]}], ValueError, "no 'input_ids'"),
+        ([[1, 2, 3]], TypeError, "must be a dict"),
+        ([{"input_ids": [1.0, 2.0]}], TypeError, "must be a 1D list of ints"),
+        ([{"input_ids": torch.tensor([1.5])}], TypeError, "must be a 1D list of ints"),
+        ([{"input_ids": [True, False]}], TypeError, "must be a 1D list of ints"),
+        ([{"input_ids": ["a", "b"]}], TypeError, "1D list of ints"),
+        ([{"input_ids": [[1, 2], [3, 4]]}], ValueError, "must be 1D"),
+        ([{"input_ids": [[1, 2], [3]]}], TypeError, "1D list of ints"),
+        ([{"input_ids": torch.tensor([1, 2], dtype=torch.bfloat16)}], TypeError, "bfloat16"),
+        ([{"input_ids": []}], ValueError, "is empty"),
+        ([{"input_ids": [5, 1024]}], ValueError, r"\[0, len\(tokenizer\)=1024\)"),
+        ([{"input_ids": [-1, 5]}], ValueError, r"\[0, len\(tokenizer\)"),
+        ([{"input_ids": [5, 6], "labels": [5]}], ValueError, "labels has length 1"),
+        ([{"input_ids": [5, 6], "labels": [5, 4096]}], ValueError, "labels must be -100 or in"),
+        ([{"input_ids": [5, 6], "labels": [5.0, 6.0]}], TypeError, "labels must be a 1D list of ints"),
+        ([{"input_ids": [5, 6], "position_ids": [0, 2]}], ValueError, "restart at 0"),
+        ([{"input_ids": [5, 6], "position_ids": [0]}], ValueError, "position_ids length"),
+        ([{"input_ids": [5, 6], "seq_lengths": [1]}], ValueError, "seq_lengths sum"),
+    ],
+)
+def test_bad_features(features, error, message, tokenizer):
+    with pytest.raises(error, match=message):
+        DataCollatorForCausalLM(tokenizer, max_length=8, packing=True)(features)
+
+
+def test_padding_in_packed_features_is_rejected(tokenizer):
+    with pytest.raises(ValueError, match="must not contain padding"):
+        DataCollatorForCausalLM(tokenizer, max_length=8, packing=True)(
+            [{"input_ids": [5, 6, 0], "attention_mask": [1, 1, 0]}]
+        )
+
+
+def test_no_pad_token_only_fails_where_padding_is_needed(tokenizer):
+    no_pad = copy.deepcopy(tokenizer)
+    no_pad.pad_token = None
+    collator = DataCollatorForCausalLM(no_pad)
+    assert collator([{"input_ids": [5, 6]}, {"input_ids": [7, 8]}])["input_ids"].tolist() == [[5, 6], [7, 8]]
+    with pytest.raises(ValueError, match="no pad_token"):
+        collator([{"input_ids": [5, 6]}, {"input_ids": [7]}])
+
+
+def test_add_bos_without_bos_token(tokenizer):
+    no_bos = copy.deepcopy(tokenizer)
+    no_bos.bos_token = None
+    with pytest.raises(ValueError, match="no bos_token"):
+        DataCollatorForCausalLM(no_bos, add_bos=True)
