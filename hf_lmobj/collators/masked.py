@@ -1,0 +1,342 @@
+"""``DataCollatorForMaskedLM``: BERT masking (15%, 80/10/10), whole words, reproducible, packable.
+
+Each call flattens the batch into one token stream, draws two uniforms per token, selects and
+corrupts with the pure functions of :mod:`hf_lmobj.collators.masking`, then lays the stream out
+in rows: one row per example (padding mode) or several documents per row (``packing=True``).
+
+Reproducibility: with ``seed`` set, each example gets its own seed from ``(seed, epoch,
+example)`` (:mod:`hf_lmobj.collators.seeding`: the feature's ``idx`` / ``index``, else a hash of
+its tokens) and each token's uniforms are a counter-based function of that seed and the token's
+position (:func:`~hf_lmobj.collators.masking.counter_uniforms`), so a mask does not depend on the
+batch, ``num_workers``, world size or the resume point. Advance the epoch with
+``collator.set_epoch(n)``, or each epoch with ``seeding.CollatorEpochCallback(collator)`` in a Trainer
+(keep ``persistent_workers=False``, the default, so DataLoader workers see the new epoch); without
+it every epoch repeats the same masks. ``seed=None`` draws a fresh OS seed per call (no global RNG).
+
+Output keys:
+    * padding mode: ``input_ids``, ``attention_mask`` (B, T), ``labels``;
+    * packing, eager / sdpa: ``input_ids``, ``labels``, ``position_ids`` (restarting per document,
+      plus ``position_ids_start``), ``attention_mask`` (B, 1, T, T) additive float block mask (a
+      dict ``{"full_attention", "sliding_attention"}`` of two when ``sliding_window`` is set);
+    * packing, flash-attention: ``input_ids``, ``labels``, ``position_ids`` and
+      ``cu_seq_lens_q/k``, ``max_length_q/k``;
+    * ``token_type_ids`` when the features carry them;
+    * ``masked_positions`` (only with ``return_sparse_indices=True``): int64 (K,) ascending flat
+      indices into ``labels.view(-1)`` of the selected tokens, for a loss that runs the MLM head on
+      those rows only (pop it before a stock model's forward; it indexes this process's batch).
+
+Example:
+    >>> from hf_lmobj.data import build_tokenizer
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> collator = DataCollatorForMaskedLM(tok, mlm_probability=1.0, seed=0)  # select all eligible
+    >>> batch = collator([[300, 301, 302, 303, 304, 305], [tok.bos_token_id, 301]])
+    >>> sorted(batch), batch["attention_mask"].tolist()
+    (['attention_mask', 'input_ids', 'labels'], [[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]])
+    >>> batch["labels"].tolist()  # BOS and padding are never selected
+    [[300, 301, 302, 303, 304, 305], [-100, 301, -100, -100, -100, -100]]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+from transformers.data.data_collator import DataCollatorMixin
+
+from hf_lmobj.collators import masking
+from hf_lmobj.collators.packing import (
+    best_fit_decreasing,
+    block_attention_mask,
+    chunk_lengths,
+    flash_attention_kwargs,
+)
+from hf_lmobj.collators.seeding import example_key, example_seed, resolve_seed
+
+MASK_ATTENTION = ("eager", "sdpa")
+PER_TOKEN_KEYS = ("special_tokens_mask", "word_ids", "token_type_ids")
+ACCEPTED_KEYS = frozenset({"input_ids", "attention_mask", "idx", "index", *PER_TOKEN_KEYS})
+
+
+@dataclass
+class DataCollatorForMaskedLM(DataCollatorMixin):
+    """Collate token ids into a masked-LM batch (see the module docstring for the output keys).
+
+    Args:
+        tokenizer: supplies the mask, pad and special ids (and token strings for whole words).
+        mlm_probability: share of eligible (non-special, non-pad) tokens selected for prediction.
+        mask_replace_prob: share of selected tokens replaced by the mask token.
+        random_replace_prob: share replaced by a random non-special token; the rest stay.
+        whole_word_mask: select whole words (from features' ``word_ids`` if present, else the
+            token strings' ``##`` / ``Ġ`` / ``▁`` markers); 80/10/10 still applies per token.
+        seed: makes masks a function of (seed, epoch, example); None draws an OS seed per call.
+        pad_to_multiple_of: round the row length up to a multiple of this.
+        max_length: longest row. Longer examples are split into chunks (never truncated); each
+            chunk is its own row (padding mode) or bin item (packing). Required for packing.
+        packing: put several documents in one row, each attending only to itself.
+        attn_implementation: the model's, deciding the packing mask: "eager" / "sdpa" (4D float
+            mask) or a flash-attention one (``cu_seq_lens``).
+        return_sparse_indices: add ``masked_positions`` (flat indices of selected tokens).
+        sliding_window: packing only; a model's bidirectional half-window (ModernBERT:
+            ``config.sliding_window``) to emit the per-layer-type mask dict it needs.
+        position_ids_start: packing only; first position id (RoBERTa: ``config.pad_token_id + 1``).
+        mask_dtype: dtype of the 4D additive mask (match the model's, e.g. torch.bfloat16).
+        epoch: mixed into seeded masks; advance with :meth:`set_epoch`.
+
+    With a stock Trainer, ``remove_unused_columns=True`` (its default) drops ``word_ids``,
+    ``idx`` and ``special_tokens_mask`` before they reach the collator (whole words then come
+    from the token strings and masks are keyed by content); set it False to keep them, and drop
+    other columns yourself: unknown keys raise rather than being silently ignored.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    mlm_probability: float = 0.15
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
+    whole_word_mask: bool = False
+    seed: int | None = None
+    pad_to_multiple_of: int | None = None
+    max_length: int | None = None
+    packing: bool = False
+    attn_implementation: str = "sdpa"
+    return_sparse_indices: bool = False
+    sliding_window: int | None = None
+    position_ids_start: int = 0
+    mask_dtype: torch.dtype | str = torch.float32
+    epoch: int = 0
+    return_tensors: str = "pt"
+
+    def __post_init__(self) -> None:
+        for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        if self.mask_replace_prob + self.random_replace_prob > 1 + 1e-9:
+            raise ValueError(
+                "mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay as is), "
+                f"got {self.mask_replace_prob} + {self.random_replace_prob}"
+            )
+        if self.mask_replace_prob > 0 and self.tokenizer.mask_token_id is None:
+            raise ValueError("tokenizer has no mask token; add one (tokenizer.add_special_tokens("
+                             "{'mask_token': '[MASK]'})) or set mask_replace_prob=0")
+        if self.tokenizer.pad_token_id is None:
+            raise ValueError("tokenizer has no pad token; set tokenizer.pad_token before collating")
+        for name in ("pad_to_multiple_of", "max_length", "sliding_window"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if self.packing and self.max_length is None:
+            raise ValueError("packing=True needs max_length (the row length to pack documents into)")
+        if self.attn_implementation not in MASK_ATTENTION and "flash" not in self.attn_implementation:
+            raise ValueError("attn_implementation must be 'eager', 'sdpa' or a flash-attention one, "
+                             f"got {self.attn_implementation!r}")
+        if not isinstance(self.position_ids_start, int) or self.position_ids_start < 0:
+            raise ValueError(f"position_ids_start must be an int >= 0, got {self.position_ids_start}")
+        if self.return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        dtype = self.mask_dtype
+        dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise ValueError(f"mask_dtype must be a floating torch dtype, got {self.mask_dtype!r}")
+        self.mask_dtype = dtype
+        self.set_epoch(self.epoch)
+        if self.seed is not None:
+            resolve_seed(self.seed)  # raises ValueError naming `seed` when it is not an int >= 0
+        self._tables, self._word_rule_error = masking.vocabulary_tables(self.tokenizer), None
+        if self.whole_word_mask:
+            try:
+                self._tables = masking.vocabulary_tables(self.tokenizer, "auto")
+            except ValueError as error:  # fine as long as every feature brings its word_ids
+                self._word_rule_error = error
+        if self.random_replace_prob > 0 and self._tables.replacement_ids.numel() == 0:
+            raise ValueError("random_replace_prob > 0 but the tokenizer has no non-special token")
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch mixed into seeded masks (each epoch then masks every example afresh)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
+        self.epoch = epoch
+
+    def torch_call(self, features: list[Any]) -> dict[str, Any]:
+        """Collate ``features`` (dicts with ``input_ids``, or bare id sequences) into a batch."""
+        if len(features) == 0:
+            raise ValueError("empty batch: the collator needs at least one feature")
+        features = [_as_mapping(f, i) for i, f in enumerate(features)]
+        ids, lengths, extras = _flatten(features)
+        size = self._tables.special.numel()
+        if int(ids.min()) < 0 or int(ids.max()) >= size:
+            raise ValueError(f"input_ids must lie in [0, len(tokenizer)={size}), got "
+                             f"[{int(ids.min())}, {int(ids.max())}]")
+        starts = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        doc_starts = torch.zeros(ids.numel(), dtype=torch.bool)  # (N,)
+        doc_starts.scatter_(0, torch.from_numpy(starts), True)
+        eligible = ~self._tables.special.index_select(0, ids)  # (N,)
+        if "special_tokens_mask" in extras:
+            eligible &= extras["special_tokens_mask"] == 0
+        uniform = self._uniforms(features, ids, starts, lengths)  # (2, N) float64
+        words = self._word_starts(ids, doc_starts, eligible, extras)
+        selected = masking.select_positions(uniform[0], eligible, words, self.mlm_probability)
+        inputs, labels = masking.corrupt(
+            ids, selected, uniform[1], self.tokenizer.mask_token_id, self._tables.replacement_ids,
+            self.mask_replace_prob, self.random_replace_prob,
+        )
+        return self._layout(inputs, labels, starts, lengths, extras.get("token_type_ids"))
+
+    def _word_starts(self, ids, doc_starts, eligible, extras) -> torch.Tensor | None:
+        if not self.whole_word_mask:
+            return None
+        if "word_ids" in extras:
+            return masking.word_starts_from_word_ids(extras["word_ids"], doc_starts, eligible)
+        if self._word_rule_error is not None:
+            raise self._word_rule_error
+        return masking.word_starts_from_tokens(ids, doc_starts, eligible, self._tables)
+
+    def _uniforms(self, features, ids, starts, lengths) -> torch.Tensor:
+        """(2, N) float64: row 0 selects, row 1 picks mask / random (and which id) / keep."""
+        if self.seed is None:
+            generator = torch.Generator().manual_seed(resolve_seed(None))
+            return torch.rand(2, ids.numel(), generator=generator, dtype=torch.float64)
+        array = ids.numpy()
+        keys = [
+            example_key(f if "idx" in f or "index" in f else {"input_ids": array[s : s + n]})
+            for f, s, n in zip(features, starts.tolist(), lengths.tolist())
+        ]
+        seeds = [example_seed(self.seed, self.epoch, key) for key in keys]
+        return masking.counter_uniforms(seeds, lengths)  # (2, N)
+
+    def _layout(self, inputs, labels, starts, lengths, token_type_ids) -> dict[str, Any]:
+        """Place the stream's chunks in rows and build the matching masks / position ids."""
+        chunk_start, chunk_len = self._chunks(starts, lengths)
+        row, offset, fill = self._rows(chunk_len)
+        width = int(fill.max())
+        if self.pad_to_multiple_of:
+            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        dest = torch.from_numpy(np.repeat(row * width + offset - chunk_start, chunk_len))
+        dest += torch.arange(inputs.numel())  # (N,) flat index into (R * width)
+
+        def place(values: torch.Tensor, pad: int) -> torch.Tensor:
+            out = torch.full((len(fill) * width,), pad, dtype=values.dtype)
+            out.scatter_(0, dest, values)
+            return out.view(len(fill), width)  # (R, width)
+
+        batch = {"input_ids": place(inputs, self.tokenizer.pad_token_id)}
+        batch["labels"] = place(labels, -100)
+        if token_type_ids is not None:
+            batch["token_type_ids"] = place(token_type_ids, 0)
+        if not self.packing:
+            batch["attention_mask"] = place(torch.ones_like(inputs), 0)
+        else:
+            batch.update(self._packed_masks(place, chunk_len, chunk_start, fill, width))
+        if self.return_sparse_indices:
+            batch["masked_positions"] = torch.nonzero(batch["labels"].view(-1) != -100).flatten()
+        return batch
+
+    def _chunks(self, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stream start and length of each chunk of at most ``max_length`` tokens, in order."""
+        if self.max_length is None or int(lengths.max()) <= self.max_length:
+            return starts, lengths
+        pieces = [chunk_lengths(n, self.max_length) for n in lengths.tolist()]
+        chunk_len = np.array([c for piece in pieces for c in piece], dtype=np.int64)
+        first = np.repeat(starts, [len(piece) for piece in pieces])
+        rank = np.concatenate([np.arange(len(piece)) for piece in pieces])
+        return first + rank * self.max_length, chunk_len
+
+    def _rows(self, chunk_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row and in-row offset of every chunk, and each row's filled length."""
+        if not self.packing:
+            return np.arange(len(chunk_len)), np.zeros_like(chunk_len), chunk_len
+        bins = best_fit_decreasing(chunk_len.tolist(), self.max_length)
+        row = np.empty_like(chunk_len)
+        offset = np.empty_like(chunk_len)
+        for r, members in enumerate(bins):
+            sizes = chunk_len[members]
+            row[members], offset[members] = r, np.cumsum(sizes) - sizes
+        fill = np.bincount(row, weights=chunk_len, minlength=len(bins)).astype(np.int64)
+        return row, offset, fill
+
+    def _packed_masks(self, place, chunk_len, chunk_start, fill, width) -> dict[str, Any]:
+        """Position ids restarting per document (padding is a run of its own) and the mask."""
+        tail = torch.arange(width)[None, :] - torch.from_numpy(fill)[:, None]  # (R, width)
+        first = torch.from_numpy(np.repeat(chunk_start, chunk_len))  # (N,)
+        within = torch.arange(first.numel()) - first  # (N,) position inside its chunk
+        positions = torch.where(tail >= 0, tail, place(within, 0))  # (R, width); padding: 0, 1, ...
+        out: dict[str, Any] = {"position_ids": positions + self.position_ids_start}
+        if "flash" in self.attn_implementation:
+            out.update(flash_attention_kwargs(positions))
+            return out
+        chunk_of_token = torch.from_numpy(np.repeat(np.arange(len(chunk_len)), chunk_len))  # (N,)
+        documents = place(chunk_of_token, -1)  # (R, width), padding = -1
+        mask = block_attention_mask(documents, causal=False, dtype=self.mask_dtype)  # (R, 1, T, T)
+        if self.sliding_window is None:
+            out["attention_mask"] = mask
+            return out
+        index = torch.arange(width)
+        far = (index[:, None] - index[None, :]).abs() > self.sliding_window  # (T, T)
+        local = mask.masked_fill(far, torch.finfo(self.mask_dtype).min)
+        out["attention_mask"] = {"full_attention": mask, "sliding_attention": local}
+        return out
+
+
+def _as_mapping(feature: Any, index: int) -> Mapping[str, Any]:
+    if isinstance(feature, Mapping):
+        unknown = set(feature) - ACCEPTED_KEYS
+        if unknown:
+            raise ValueError(
+                f"feature {index} has keys {sorted(unknown)} the masked-LM collator does not use; "
+                f"remove those columns (it reads {sorted(ACCEPTED_KEYS)} and makes the labels)"
+            )
+        if "input_ids" not in feature:
+            raise ValueError(f"feature {index} has no 'input_ids'")
+        return feature
+    if isinstance(feature, (list, tuple, np.ndarray, torch.Tensor)):
+        return {"input_ids": feature}
+    raise TypeError(f"feature {index} must be a dict with 'input_ids' or a sequence of ids, got "
+                    f"{type(feature).__name__}")
+
+
+def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarray, dict[str, Any]]:
+    """(N,) int64 ids of all features back to back, their lengths, and the per-token extras."""
+    rows = [f["input_ids"] for f in features]
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    for i, (feature, n) in enumerate(zip(features, lengths.tolist())):
+        if n == 0:
+            raise ValueError(f"feature {i} has no tokens; filter empty examples out first")
+        mask = feature.get("attention_mask")
+        padded = mask is not None and (0 in mask if isinstance(mask, list) else not np.all(mask))
+        if padded:
+            raise ValueError(f"feature {i} is padded (attention_mask has zeros); pass unpadded "
+                             "features, the collator pads")
+    ids = _concat(rows, int(lengths.sum()), "input_ids")
+    extras = {}
+    for name in PER_TOKEN_KEYS:
+        present = [name in f for f in features]
+        if any(present) and not all(present):
+            raise ValueError(f"{name!r} is in some features but not all; give it to every feature")
+        if all(present):
+            values = [f[name] for f in features]
+            if [len(v) for v in values] != lengths.tolist():
+                raise ValueError(f"{name!r} must be as long as input_ids in every feature")
+            dtype = np.float64 if name == "word_ids" else np.int64
+            extras[name] = _concat(values, int(lengths.sum()), name, dtype)
+    return ids, lengths, extras
+
+
+def _concat(rows: list[Any], total: int, name: str, dtype=np.int64) -> torch.Tensor:
+    if all(isinstance(r, list) for r in rows):
+        try:
+            flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=total)
+        except (TypeError, ValueError) as error:
+            if dtype is np.float64:  # word_ids holding None: np.array maps None to NaN
+                flat = np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64)
+            else:
+                raise ValueError(f"{name!r} must be flat sequences of ints ({error})") from None
+        return torch.from_numpy(flat)
+    arrays = [np.asarray(r.cpu() if isinstance(r, torch.Tensor) else r, dtype=dtype) for r in rows]
+    if any(a.ndim != 1 for a in arrays):
+        raise ValueError(f"{name!r} must be one flat sequence per feature")
+    return torch.from_numpy(np.concatenate(arrays))
