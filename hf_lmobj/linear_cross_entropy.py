@@ -1,0 +1,293 @@
+"""Cross-entropy of a linear head without ever holding the ``[tokens, vocab]`` logits.
+
+``linear_cross_entropy(hidden, weight, targets)`` equals
+``cross_entropy(hidden @ weight.T + bias, targets)`` in value and gradients, but walks the target
+rows in chunks of ``chunk_size``: each chunk's logits are built, turned into its loss and its
+gradient with respect to the logits, multiplied into ``grad_hidden`` / ``grad_weight`` and freed.
+The gradients are therefore computed during the forward pass (the backward only scales them by
+the incoming gradient), so the peak extra memory is one ``[chunk_size, vocab]`` block plus the
+gradient buffers themselves. Rows whose target is ``ignore_index`` are dropped before the head is
+applied: they cost nothing, which is also how the sparse masked-LM path runs the head only on the
+selected positions.
+
+Per-token loss (``z`` = logits, optionally soft-capped ``c * tanh(z / c)``; ``eps`` = label
+smoothing; ``lse`` = logsumexp(z))::
+
+    loss = lse - (1 - eps) * z[target] - eps * mean(z) + z_loss * lse ** 2
+
+summed over the kept rows and divided by ``num_items_in_batch`` when given, else by their count.
+Accumulation is float32 for half-precision inputs and float64 for float64 inputs.
+
+Example:
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> h = torch.randn(6, 4, generator=g, requires_grad=True)
+    >>> w = torch.randn(10, 4, generator=g, requires_grad=True)
+    >>> t = torch.tensor([1, 2, -100, 3, 9, 0])
+    >>> ours = linear_cross_entropy(h, w, t, chunk_size=2)
+    >>> ref = torch.nn.functional.cross_entropy(h @ w.T, t)
+    >>> torch.allclose(ours, ref)
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.autograd.function import once_differentiable
+
+#: Budget, in elements, of one chunk's logits block when ``chunk_size`` is left to ``None``.
+DEFAULT_CHUNK_ELEMENTS = 2**24
+
+
+@dataclass(frozen=True)
+class HeadLossOptions:
+    """The loss options shared by the chunked and the logits-based paths (validated here)."""
+
+    label_smoothing: float = 0.0  # eps in [0, 1): weight moved from the target to the uniform
+    z_loss: float = 0.0  # coefficient on logsumexp**2 (PaLM uses 1e-4)
+    softcap: float | None = None  # logits -> softcap * tanh(logits / softcap) (Gemma 2: 30.0)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.z_loss < 0.0:
+            raise ValueError(f"z_loss must be >= 0, got {self.z_loss}")
+        if self.softcap is not None and not self.softcap > 0.0:
+            raise ValueError(f"softcap must be a positive float or None, got {self.softcap}")
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 stays float64; every other floating dtype accumulates in float32.
+
+    Example:
+        >>> accumulation_dtype(torch.bfloat16)
+        torch.float32
+    """
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def resolve_chunk_size(chunk_size: int | None, vocab_size: int) -> int:
+    """Rows per chunk: ``chunk_size`` as given, else about 16M logits elements per chunk.
+
+    Example:
+        >>> resolve_chunk_size(None, 50257), resolve_chunk_size(128, 50257)
+        (333, 128)
+    """
+    if chunk_size is None:
+        return max(1, DEFAULT_CHUNK_ELEMENTS // max(vocab_size, 1))
+    if not isinstance(chunk_size, int) or chunk_size <= 0:
+        raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
+    return chunk_size
+
+
+def token_losses_and_grad(
+    logits: torch.Tensor, targets: torch.Tensor, opts: HeadLossOptions, need_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-row losses of a logits block and, if asked, d(sum of losses)/d(logits), in place.
+
+    ``logits`` (C, V) must be a scratch tensor in the accumulation dtype: it is overwritten and
+    returned as the gradient so one block serves both.
+
+    Example:
+        >>> z = torch.tensor([[0.0, 0.0]])
+        >>> loss, grad = token_losses_and_grad(z, torch.tensor([0]), HeadLossOptions(), True)
+        >>> round(loss.item(), 4), grad.tolist()
+        (0.6931, [[-0.5, 0.5]])
+    """
+    eps, vocab = opts.label_smoothing, logits.shape[-1]
+    tanh = None
+    if opts.softcap is not None:
+        tanh = logits.div_(opts.softcap).tanh_()  # (C, V), kept for the chain rule
+        logits = tanh.mul(opts.softcap) if need_grad else tanh.mul_(opts.softcap)
+    lse = torch.logsumexp(logits, dim=-1)  # (C,)
+    target_logit = logits.gather(1, targets[:, None]).squeeze(1)  # (C,)
+    losses = lse - (1.0 - eps) * target_logit
+    if eps > 0.0:
+        losses = losses - eps * logits.mean(dim=-1)
+    if opts.z_loss > 0.0:
+        losses = losses + opts.z_loss * lse.square()
+    if not need_grad:
+        return losses, None
+    grad = logits.sub_(lse[:, None]).exp_()  # (C, V) softmax
+    if opts.z_loss > 0.0:
+        grad.mul_((1.0 + 2.0 * opts.z_loss * lse)[:, None])
+    if eps > 0.0:
+        grad.sub_(eps / vocab)
+    grad.scatter_add_(1, targets[:, None], grad.new_full((len(targets), 1), eps - 1.0))
+    if tanh is not None:
+        grad.mul_(1.0 - tanh.square_())  # d(c tanh(x / c))/dx = 1 - tanh^2
+    return losses, grad
+
+
+def _head_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.addmm(bias, h, weight.T) if bias is not None else h @ weight.T  # (C, V)
+
+
+class _ChunkedLinearCrossEntropy(torch.autograd.Function):
+    """Sum of per-row losses over ``hidden`` (all rows kept), times ``scale``; grads in forward."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, scale, opts, chunk_size):  # noqa: D102
+        acc = accumulation_dtype(hidden.dtype)
+        h, w = hidden.to(acc), weight.to(acc)  # no copy unless half precision
+        b = None if bias is None else bias.to(acc)
+        want_h, want_w, want_b = ctx.needs_input_grad[:3]
+        need_grad = want_h or want_w or want_b
+        grad_h = torch.empty_like(h) if want_h else None  # (M, H)
+        grad_w = torch.zeros_like(w) if want_w else None  # (V, H)
+        grad_b = torch.zeros_like(b) if want_b else None  # (V,)
+        total = h.new_zeros(())
+        for start in range(0, h.shape[0], chunk_size):
+            h_c, t_c = h[start : start + chunk_size], targets[start : start + chunk_size]
+            logits = _head_logits(h_c, w, b)  # (C, V)
+            losses, g = token_losses_and_grad(logits, t_c, opts, need_grad)
+            total += losses.sum()
+            if g is None:
+                continue
+            g.mul_(scale)
+            if want_h:
+                torch.mm(g, w, out=grad_h[start : start + chunk_size])  # (C, H)
+            if want_w:
+                grad_w.addmm_(g.T, h_c)  # (V, H)
+            if want_b:
+                grad_b += g.sum(dim=0)
+        ctx.grads = (grad_h, grad_w, grad_b)
+        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return total * scale
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):  # noqa: D102
+        grads = []
+        for grad, dtype in zip(ctx.grads, ctx.dtypes):
+            if grad is not None:
+                grad = grad.mul_(grad_out.to(grad.dtype)).to(dtype)
+            grads.append(grad)
+        ctx.grads = None
+        return (*grads, None, None, None, None)
+
+
+def _denominator(num_items_in_batch, kept: int, like: torch.Tensor) -> torch.Tensor:
+    if num_items_in_batch is None:
+        return like.new_tensor(float(max(kept, 1)))
+    if isinstance(num_items_in_batch, bool) or not isinstance(num_items_in_batch, (int, float, torch.Tensor)):
+        raise TypeError(f"num_items_in_batch must be an int, a float or a 0-d tensor, got {num_items_in_batch!r}")
+    if not isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch < 0:
+        raise ValueError(f"num_items_in_batch must be >= 0, got {num_items_in_batch}")
+    count = torch.as_tensor(num_items_in_batch, device=like.device).to(like.dtype).reshape(())
+    return count.clamp_min(1.0)
+
+
+def linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    num_items_in_batch: int | float | torch.Tensor | None = None,
+    chunk_size: int | None = None,
+    label_smoothing: float = 0.0,
+    z_loss: float = 0.0,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """Cross-entropy of ``hidden @ weight.T + bias`` against ``targets``, chunked over rows.
+
+    Args:
+        hidden: ``(..., H)`` inputs of the head (any leading shape, flattened).
+        weight: ``(V, H)`` head weight (e.g. ``model.get_output_embeddings().weight``).
+        targets: ``(...)`` class indices matching ``hidden``'s leading shape; ``ignore_index``
+            rows are skipped entirely.
+        bias: optional ``(V,)`` head bias.
+        num_items_in_batch: denominator of the summed loss (the target count of the whole
+            accumulated / data-parallel batch); default the number of kept rows. Denominators are
+            clamped to >= 1, so a batch without targets gives 0, not NaN.
+        chunk_size: rows per chunk; ``None`` keeps each chunk's logits near 16M elements.
+        label_smoothing, z_loss, softcap: see ``HeadLossOptions``.
+
+    Returns:
+        A 0-d tensor in the accumulation dtype (float32, or float64 for float64 inputs).
+
+    Example:
+        >>> h, w = torch.zeros(3, 2), torch.zeros(5, 2)
+        >>> round(linear_cross_entropy(h, w, torch.tensor([0, -100, 4])).item(), 4)  # ln 5
+        1.6094
+    """
+    opts = HeadLossOptions(label_smoothing, z_loss, softcap)
+    _check_shapes(hidden, weight, targets, bias)
+    flat_h = hidden.reshape(-1, hidden.shape[-1])  # (N, H)
+    flat_t = targets.reshape(-1).long()  # (N,)
+    keep = flat_t != ignore_index
+    if not bool(keep.all()):
+        rows = keep.nonzero().squeeze(1)  # (M,)
+        flat_h, flat_t = flat_h.index_select(0, rows), flat_t.index_select(0, rows)
+    _check_target_range(flat_t, weight.shape[0], ignore_index)
+    acc = accumulation_dtype(hidden.dtype)
+    scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), hidden.new_zeros((), dtype=acc))
+    return _ChunkedLinearCrossEntropy.apply(
+        flat_h, weight, bias, flat_t, scale, opts, resolve_chunk_size(chunk_size, weight.shape[0])
+    )
+
+
+def _check_shapes(hidden, weight, targets, bias) -> None:
+    if weight.dim() != 2 or hidden.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"weight must be (vocab, hidden={hidden.shape[-1]}), got {tuple(weight.shape)}; "
+            "pass the head's weight as stored by nn.Linear (out_features first)"
+        )
+    if tuple(targets.shape) != tuple(hidden.shape[:-1]):
+        raise ValueError(
+            f"targets shape {tuple(targets.shape)} must equal hidden's leading shape {tuple(hidden.shape[:-1])}"
+        )
+    if targets.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"targets must hold integer class indices, got dtype {targets.dtype}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must be ({weight.shape[0]},), got {tuple(bias.shape)}")
+
+
+def _check_target_range(targets: torch.Tensor, vocab: int, ignore_index: int) -> None:
+    if targets.numel() and (bool((targets < 0).any()) or bool((targets >= vocab).any())):
+        raise ValueError(
+            f"targets must lie in [0, {vocab}) or equal ignore_index={ignore_index}; "
+            f"got values in [{int(targets.min())}, {int(targets.max())}]"
+        )
+
+
+@torch.no_grad()
+def linear_token_losses(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    chunk_size: int | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """Per-token negative log-likelihood of ``hidden @ weight.T + bias`` (no grad), 0 where ignored.
+
+    The evaluation path: the same chunking as ``linear_cross_entropy``, returning ``targets``'
+    shape in the accumulation dtype, so per-row sums (corpus perplexity) need no logits.
+
+    Example:
+        >>> out = linear_token_losses(torch.zeros(1, 2, 3), torch.zeros(4, 3), torch.tensor([[2, -100]]))
+        >>> [round(x, 4) for x in out[0].tolist()]  # ln 4, ignored
+        [1.3863, 0.0]
+    """
+    opts = HeadLossOptions(softcap=softcap)
+    _check_shapes(hidden, weight, targets, bias)
+    flat_h, flat_t = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1).long()  # (N, H), (N,)
+    rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)
+    kept_t = flat_t.index_select(0, rows)
+    _check_target_range(kept_t, weight.shape[0], ignore_index)
+    acc = accumulation_dtype(hidden.dtype)
+    w, b = weight.to(acc), None if bias is None else bias.to(acc)
+    out = torch.zeros(flat_t.shape, dtype=acc, device=hidden.device)  # (N,)
+    step = resolve_chunk_size(chunk_size, weight.shape[0])
+    for start in range(0, rows.numel(), step):
+        r = rows[start : start + step]
+        logits = _head_logits(flat_h.index_select(0, r).to(acc), w, b)  # (C, V)
+        out[r] = token_losses_and_grad(logits, kept_t[start : start + step], opts, False)[0]
+    return out.reshape(targets.shape)
