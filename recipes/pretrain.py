@@ -16,6 +16,7 @@ model card) into ``--output_dir``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from hf_lmobj.config_parsing import parse_args_with_config
 from hf_lmobj.data import build_tokenizer, load_text_splits
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, perplexity_from_sums, score_texts
 from hf_lmobj.models import ModelArguments, build_model
-from hf_lmobj.pretraining import CAUSAL_OBJECTIVES, DataArguments, prepare_objective_data
+from hf_lmobj.pretraining import (
+    CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, DataArguments, masked_token_accuracy, prepare_objective_data,
+)
 from hf_lmobj.sampling import sampling_generate_kwargs
 from hf_lmobj.trainer import ObjectiveTrainer
 
@@ -64,12 +67,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         if data_args.tokenizer_name
         else build_tokenizer(data_args.vocab_size)
     )
+    model = build_model(data_args.objective, tokenizer, model_args)
     with train_args.main_process_first(desc="prepare data"):
-        data = prepare_objective_data(
-            data_args.objective, tokenizer, splits, data_args, model_args.attn_implementation
-        )
+        data = prepare_objective_data(data_args.objective, tokenizer, splits, data_args, model, train_args.seed)
     trainer = ObjectiveTrainer(
-        model=build_model(data_args.objective, tokenizer, model_args), args=train_args,
+        model=model, args=train_args, callbacks=data.callbacks,
         data_collator=data.collator, train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
     )
     trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint)
@@ -77,6 +79,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     validation_texts = splits["validation"][data_args.text_column]
     if data_args.objective in CAUSAL_OBJECTIVES:
         metrics.update(_score_texts(trainer.model, tokenizer, validation_texts, data_args, report_args))
+    if data_args.objective in MASKED_OBJECTIVES:  # a fresh collator: epoch 0 masks, comparable across runs
+        fresh = dataclasses.replace(data.collator)
+        metrics["eval_masked_accuracy"] = masked_token_accuracy(trainer.model, data.eval_dataset, fresh)
     if trainer.is_world_process_zero():
         _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, validation_texts)
     return metrics
