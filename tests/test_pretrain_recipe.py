@@ -1,0 +1,127 @@
+"""recipes/pretrain.py end to end: every shipped config, every objective, 2 processes, resume."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard
+from safetensors.torch import load_file
+from transformers import TrainingArguments
+
+from hf_lmobj.config_parsing import parse_args_with_config
+from hf_lmobj.models import ModelArguments
+from hf_lmobj.pretraining import DataArguments
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
+PRETRAIN_CONFIGS = [c for c in CONFIGS if "objective:" in c.read_text()]
+# small and fast: 200 documents, a 1024-token vocabulary, a 2-layer model of width 32
+QUICK = [
+    "--max_documents", "200", "--vocab_size", "1024", "--hidden_size", "32", "--num_hidden_layers", "2",
+    "--num_attention_heads", "2", "--max_length", "64", "--max_position_embeddings", "64",
+    "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4", "--max_eval_rows", "8",
+    "--logging_steps", "1", "--eval_steps", "2", "--learning_rate", "1e-3",
+]
+
+
+def load_recipe():
+    spec = importlib.util.spec_from_file_location("pretrain_recipe", ROOT / "recipes" / "pretrain.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("config", PRETRAIN_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_config_parses_and_names_its_objective(config):
+    recipe = load_recipe()
+    data, model, report, train = parse_args_with_config(
+        (DataArguments, ModelArguments, recipe.ReportArguments, TrainingArguments), ["--config", str(config)]
+    )
+    folder_objectives = {"clm": {"clm"}, "mlm": {"mlm"}, "span": {"span", "ul2"}}
+    assert data.objective in folder_objectives[config.parent.name]
+    assert train.output_dir and train.max_steps > 0
+    text = config.read_text()
+    assert text.startswith("#") and "recipes/pretrain.py --config " + str(config.relative_to(ROOT)) in text
+    keys = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    assert all("#" in line for line in keys), "every key carries a comment"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "config,objective",
+    [("clm/demo.yaml", "clm"), ("mlm/bert_tiny.yaml", "mlm"), ("span/t5_tiny.yaml", "span"),
+     ("span/ul2_t5_tiny.yaml", "ul2")],
+)
+def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config, objective):
+    recipe = load_recipe()
+    out = tmp_path / objective
+    metrics = recipe.main(
+        ["--config", str(ROOT / "recipes/configs" / config), *QUICK, "--max_steps", "4",
+         "--output_dir", str(out)]
+    )
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved == pytest.approx(metrics)
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert (out / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    card = ModelCard.load(out / "README.md")
+    results = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert results["loss"] == saved["eval_loss"]
+    assert objective in card.data.tags
+    if objective == "clm":
+        assert results["bits_per_byte"] == saved["validation_bits_per_byte"]
+        assert saved["validation_bytes"] > saved["validation_tokens"] > 0
+    if objective == "mlm":
+        assert 0.0 <= saved["eval_masked_accuracy"] <= 1.0
+
+
+def run_recipe(args: list[str], launcher: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [*launcher, str(ROOT / "recipes" / "pretrain.py"), *args]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_write_one_checkpoint_and_one_card(tmp_path):
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                  str(ROOT / "recipes/accelerate_configs/multi_process.yaml")]
+    out = tmp_path / "ddp"
+    result = run_recipe(
+        ["--config", str(ROOT / "recipes/configs/clm/demo.yaml"), *QUICK, "--max_steps", "2",
+         "--save_strategy", "steps", "--save_steps", "2", "--output_dir", str(out)],
+        accelerate,
+    )
+    assert result.stdout.count("== clm run written to") == 1  # the report comes from rank 0 only
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+    state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+    assert len(list(out.glob("README.md"))) == 1 and (out / "metrics.json").exists()
+    # two ranks really trained together: each step saw 2 x 4 rows
+    args = torch.load(out / "training_args.bin", weights_only=False)
+    assert args.world_size == 2
+
+
+@pytest.mark.slow
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_parameters(tmp_path):
+    recipe = load_recipe()
+    common = ["--config", str(ROOT / "recipes/configs/clm/demo.yaml"), *QUICK, "--max_steps", "4",
+              "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "no"]
+    recipe.main([*common, "--output_dir", str(tmp_path / "full")])
+    recipe.main([*common, "--output_dir", str(tmp_path / "resumed"),
+                 "--resume_from_checkpoint", str(tmp_path / "full" / "checkpoint-2")])
+    full = load_file(tmp_path / "full" / "model.safetensors")
+    resumed = load_file(tmp_path / "resumed" / "model.safetensors")
+    assert full.keys() == resumed.keys()
+    for name in full:
+        torch.testing.assert_close(resumed[name], full[name], rtol=0, atol=1e-6, msg=name)
+    start = load_file(tmp_path / "full" / "checkpoint-2" / "model.safetensors")
+    assert any(not torch.equal(start[n], full[n]) for n in full), "steps 3-4 changed the weights"
