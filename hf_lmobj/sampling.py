@@ -275,3 +275,19 @@ def _check_scores(row_max: torch.Tensor) -> None:
             f"scores contain NaN or +inf in rows {which}; the model's logits overflowed or are "
             "invalid (compute the final projection in float32, or check the previous processors)"
         )
+
+
+def encode_prompts(tokenizer, prompts: list[str], add_bos: bool) -> dict[str, torch.Tensor]:
+    """Left-padded batch of prompts (decoder-only models continue from the right edge).
+
+    Pads with EOS when the tokenizer has no pad token; ``add_bos`` puts BOS first.
+    """
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError("the tokenizer has neither a pad nor an eos token to pad prompts with")
+        tokenizer.pad_token = tokenizer.eos_token
+    if add_bos and tokenizer.bos_token is None:
+        raise ValueError("add_bos needs a tokenizer with a BOS token; pass add_bos=False")
+    texts = [tokenizer.bos_token + p if add_bos else p for p in prompts]
+    tokenizer.padding_side = "left"
+    return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
 
-from hf_lmobj.sampling import SamplingLogitsProcessor
+from hf_lmobj.sampling import SamplingLogitsProcessor, encode_prompts
 
 
 @dataclass
@@ -42,7 +42,8 @@ class GenerateArguments:
     )
     seed: int = field(default=0, metadata={"help": "sampling seed"})
     add_bos: bool = field(
-        default=False, metadata={"help": "prepend the tokenizer's BOS token to each prompt"}
+        default=True,
+        metadata={"help": "prepend the tokenizer's BOS token (the pretrain recipe trains with it)"},
     )
     device: str = field(
         default="cpu", metadata={"help": "torch device for the model, e.g. cpu, cuda"}
@@ -61,19 +62,6 @@ class GenerateArguments:
         SamplingLogitsProcessor(
             self.temperature, self.top_k, self.top_p, self.min_p
         )  # validates them
-
-
-def encode_prompts(tokenizer, prompts: list[str], add_bos: bool) -> dict[str, torch.Tensor]:
-    """Left-padded batch of prompts (decoder-only models continue from the right edge)."""
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ValueError("the tokenizer has neither a pad nor an eos token to pad prompts with")
-        tokenizer.pad_token = tokenizer.eos_token
-    if add_bos and tokenizer.bos_token is None:
-        raise ValueError("--add_bos needs a tokenizer with a BOS token")
-    texts = [tokenizer.bos_token + p if add_bos else p for p in prompts]
-    tokenizer.padding_side = "left"
-    return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
 
 
 def generate(args: GenerateArguments) -> list[list[str]]:

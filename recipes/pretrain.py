@@ -34,7 +34,7 @@ from hf_lmobj.models import ModelArguments, build_model
 from hf_lmobj.pretraining import (
     CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, DataArguments, masked_token_accuracy, prepare_objective_data,
 )
-from hf_lmobj.sampling import sampling_generate_kwargs
+from hf_lmobj.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.trainer import ObjectiveTrainer
 
 
@@ -132,15 +132,11 @@ def _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, r
 
 
 def _sample(model, tokenizer, report_args) -> str:
-    inputs = tokenizer(report_args.sample_prompt, return_tensors="pt").to(model.device)
-    if tokenizer.bos_token_id is not None and inputs["input_ids"][0, 0] != tokenizer.bos_token_id:
-        bos = torch.tensor([[tokenizer.bos_token_id]], device=model.device)
-        inputs = {"input_ids": torch.cat([bos, inputs["input_ids"]], dim=1)}
-        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    inputs = encode_prompts(tokenizer, [report_args.sample_prompt], add_bos=tokenizer.bos_token is not None)
     torch.manual_seed(report_args.sample_seed)
     model.eval()
     output = model.generate(
-        **inputs, max_new_tokens=report_args.sample_max_new_tokens,
+        **inputs.to(model.device), max_new_tokens=report_args.sample_max_new_tokens,
         pad_token_id=tokenizer.pad_token_id, **sampling_generate_kwargs(top_p=report_args.sample_top_p),
     )
     return tokenizer.decode(output[0], skip_special_tokens=True)

@@ -54,7 +54,8 @@ def test_recipe_greedy_matches_generate(saved_model, tokenizer, capsys):
             "0",
         ]
     )
-    prompt = tokenizer("def f(x):", return_tensors="pt")["input_ids"]
+    prompt = tokenizer(tokenizer.bos_token + "def f(x):", return_tensors="pt")["input_ids"]
+    assert prompt[0, 0] == tokenizer.bos_token_id  # the recipe prepends BOS by default
     greedy = model.generate(
         prompt, do_sample=False, max_new_tokens=6, pad_token_id=tokenizer.pad_token_id
     )
