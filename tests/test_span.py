@@ -117,7 +117,7 @@ def test_fixed_length_outputs_are_exact(tokenizer, density, mean, inputs_length)
         tokenizer, density, mean, input_length=inputs_length, seed=0
     )
     assert (collator.raw_tokens_length, collator.targets_length) == (raw, targets)
-    features = [{"input_ids": list(range(300 + i, 300 + i + raw))} for i in range(4)]
+    features = [{"input_ids": [300 + (i + j) % 700 for j in range(raw)]} for i in range(4)]
     batch = collator(features)
     assert batch["input_ids"].shape == (4, inputs_length)
     assert batch["labels"].shape == (4, targets)
@@ -168,7 +168,7 @@ def check_reconstruction(tokenizer, tokens, density, mean, seed):
 token_lists = st.lists(st.integers(110, 1000), min_size=2, max_size=400)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tokens=token_lists, density=st.floats(0.05, 0.9), mean=st.floats(1.0, 10.0), seed=st.integers(0, 10**6))
 def test_reconstruction_ascending_sentinels(tokenizer, tokens, density, mean, seed):
     assert sentinel_token_ids(tokenizer)[:2] == sorted(sentinel_token_ids(tokenizer)[:2])
@@ -178,7 +178,7 @@ def test_reconstruction_ascending_sentinels(tokenizer, tokens, density, mean, se
 DESCENDING = descending_tokenizer()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(
     tokens=st.lists(st.integers(3, 202), min_size=2, max_size=400),
     density=st.floats(0.05, 0.9),
@@ -356,3 +356,17 @@ def test_trailing_eos_is_an_end_marker_not_content(tokenizer):
     for key in plain:
         assert torch.equal(plain[key], with_eos[key])
     assert int((plain["input_ids"][0] == tokenizer.eos_token_id).sum()) == 1
+
+
+@pytest.mark.parametrize(
+    "bad,error",
+    [([300.7, 301.2], TypeError), (torch.tensor([300.0, 301.0]), TypeError), ([5000, 301], ValueError),
+     ([-7, 300], ValueError), ([[300, 301], [302, 303]], ValueError), ([], ValueError)],
+)
+def test_bad_token_ids_are_rejected_at_the_entry_by_every_denoiser(tokenizer, bad, error):
+    from hf_lmobj.collators.bart import DataCollatorForTextInfilling
+    from hf_lmobj.collators.ul2 import DataCollatorForUL2
+
+    for collator_class in (DataCollatorForSpanCorruption, DataCollatorForUL2, DataCollatorForTextInfilling):
+        with pytest.raises(error, match="feature 0: input_ids"):
+            collator_class(tokenizer, seed=0)([{"input_ids": bad}])

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.collators.features import token_ids
 from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
 from hf_lmobj.collators.span import (
     IGNORE_INDEX,
@@ -167,10 +168,8 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         """Draw new noise for the next epoch."""
         self.epoch = int(epoch)
 
-    def _body(self, feature: Mapping[str, Any]) -> torch.Tensor:
-        if "input_ids" not in feature:
-            raise ValueError(f"every feature needs 'input_ids'; got keys {sorted(feature)}")
-        tokens = torch.as_tensor(feature["input_ids"], dtype=torch.long).reshape(-1)  # (T,)
+    def _body(self, feature: Mapping[str, Any], index: int) -> torch.Tensor:
+        tokens = torch.from_numpy(token_ids(feature, index, len(self.tokenizer)))  # (T,)
         if len(tokens) and int(tokens[0]) == self.bos_token_id:
             tokens = tokens[1:]
         if len(tokens) and int(tokens[-1]) == self.eos_token_id:
@@ -179,9 +178,9 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
             raise ValueError("example has no token besides BOS/EOS; text infilling needs at least 1")
         return tokens
 
-    def noise(self, feature: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    def noise(self, feature: Mapping[str, Any], index: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """``(source, target)`` of one feature, both wrapped in BOS ... EOS."""
-        body = self._body(feature)  # (n,)
+        body = self._body(feature, index)  # (n,)
         generator = example_generator(self._seed, self.epoch, example_key(feature))
         source = body
         if self.permute_sentences:
@@ -195,7 +194,7 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("cannot collate an empty list of features")
-        pairs = [self.noise(feature) for feature in features]
+        pairs = [self.noise(feature, index) for index, feature in enumerate(features)]
         sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
         in_width = round_up(max(map(len, sources)), self.pad_to_multiple_of)
         target_width = round_up(max(map(len, targets)), self.pad_to_multiple_of)

@@ -57,6 +57,7 @@ from hf_lmobj.collators.causal_packing import (
     spans_from_position_ids,
     spans_from_seq_lengths,
 )
+from hf_lmobj.collators.features import as_int_array, token_ids
 from hf_lmobj.collators.packing import (
     block_attention_mask,
     document_ids_from_position_ids,
@@ -66,27 +67,6 @@ from hf_lmobj.collators.packing import (
 MASK_IMPLEMENTATIONS = ("eager", "sdpa")
 FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
 BOUNDARY_KEYS = ("position_ids", "seq_lengths")
-
-
-def _as_int_array(value: Any, name: str, index: int) -> np.ndarray:
-    """One feature field as a 1D int64 array, or a clear TypeError / ValueError."""
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
-            raise TypeError(f"feature {index}: {name} must be a 1D list of ints, got dtype {value.dtype}")
-        value = value.detach().cpu().numpy()
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"feature {index}: {name} must be a 1D list of ints ({error})") from None
-    if array.size == 0 and array.ndim == 1:
-        return array.astype(np.int64)  # [] has no element type to check
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"feature {index}: {name} must be a 1D list of ints, got dtype {array.dtype}")
-    if array.ndim != 1:
-        raise ValueError(
-            f"feature {index}: {name} must be 1D (one sequence per feature), got shape {array.shape}"
-        )
-    return array.astype(np.int64, copy=False)
 
 
 def _tokenizer_adds(tokenizer: PreTrainedTokenizerBase) -> tuple[bool, bool]:
@@ -155,22 +135,10 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     # ----------------------------------------------------------------------------- features in
     def _read_feature(self, feature: Any, index: int, vocab: int) -> tuple[np.ndarray, ...]:
         """(ids, labels, valid) of one feature, validated; BOS/EOS added when asked."""
-        if not isinstance(feature, Mapping):
-            raise TypeError(f"feature {index} must be a dict with 'input_ids', got {type(feature).__name__}")
-        if "input_ids" not in feature:
-            raise ValueError(f"feature {index} has no 'input_ids' (keys: {sorted(feature)}); tokenize first")
-        ids = _as_int_array(feature["input_ids"], "input_ids", index)  # (L,)
-        if ids.size == 0:
-            raise ValueError(f"feature {index}: input_ids is empty; filter out empty documents first")
-        low, high = int(ids.min()), int(ids.max())
-        if low < 0 or high >= vocab:
-            raise ValueError(
-                f"feature {index}: input_ids must lie in [0, len(tokenizer)={vocab}), got "
-                f"[{low}, {high}]; was it tokenized with another tokenizer?"
-            )
+        ids = token_ids(feature, index, vocab)  # (L,)
         labels = ids
         if feature.get("labels") is not None:
-            labels = _as_int_array(feature["labels"], "labels", index)
+            labels = as_int_array(feature["labels"], "labels", index)
             if labels.size != ids.size:
                 raise ValueError(
                     f"feature {index}: labels has length {labels.size} but input_ids has "
@@ -180,7 +148,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
                 raise ValueError(f"feature {index}: labels must be -100 or in [0, {vocab})")
         valid = np.ones(ids.size, dtype=bool)
         if feature.get("attention_mask") is not None:
-            valid = _as_int_array(feature["attention_mask"], "attention_mask", index) != 0
+            valid = as_int_array(feature["attention_mask"], "attention_mask", index) != 0
             if valid.size != ids.size:
                 raise ValueError(f"feature {index}: attention_mask length differs from input_ids")
         if not any(key in feature for key in BOUNDARY_KEYS):
@@ -201,7 +169,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     def _feature_spans(self, feature: Mapping, index: int, start: int, length: int) -> list[Span]:
         """The documents of one feature: itself, or its pre-packed documents."""
         if feature.get("position_ids") is not None:
-            positions = _as_int_array(feature["position_ids"], "position_ids", index)
+            positions = as_int_array(feature["position_ids"], "position_ids", index)
             if positions.size != length:
                 raise ValueError(f"feature {index}: position_ids length differs from input_ids")
             try:
@@ -209,7 +177,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             except ValueError as error:
                 raise ValueError(f"feature {index}: {error}") from None
         if feature.get("seq_lengths") is not None:
-            lengths = _as_int_array(feature["seq_lengths"], "seq_lengths", index).tolist()
+            lengths = as_int_array(feature["seq_lengths"], "seq_lengths", index).tolist()
             if sum(lengths) != length:
                 raise ValueError(f"feature {index}: seq_lengths sum to {sum(lengths)}, not {length}")
             return spans_from_seq_lengths(lengths, start)

@@ -49,6 +49,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators import masking
+from hf_lmobj.collators.features import as_int_array
 from hf_lmobj.collators.packing import (
     best_fit_decreasing,
     block_attention_mask,
@@ -327,15 +328,22 @@ def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarra
 
 
 def _concat(rows: list[Any], total: int, name: str, dtype=np.int64) -> torch.Tensor:
+    """Rows of one per-token field as one flat tensor; integer fields must really hold ints."""
     if all(isinstance(r, list) for r in rows):
-        try:
-            flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=total)
+        try:  # float64 first: it holds every id exactly and exposes 3.5, True or None
+            flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=total)
         except (TypeError, ValueError) as error:
             if dtype is np.float64:  # word_ids holding None: np.array maps None to NaN
-                flat = np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64)
-            else:
-                raise ValueError(f"{name!r} must be flat sequences of ints ({error})") from None
-        return torch.from_numpy(flat)
+                return torch.from_numpy(np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64))
+            raise TypeError(f"{name!r} must be flat sequences of ints ({error})") from None
+        if dtype is np.float64:
+            return torch.from_numpy(flat)
+        ints = flat.astype(np.int64)
+        if not np.array_equal(ints, flat):
+            raise TypeError(f"{name!r} must hold ints, got non-integer values")
+        return torch.from_numpy(ints)
+    if dtype is not np.float64:
+        return torch.from_numpy(np.concatenate([as_int_array(r, name, i) for i, r in enumerate(rows)]))
     arrays = [np.asarray(r.cpu() if isinstance(r, torch.Tensor) else r, dtype=dtype) for r in rows]
     if any(a.ndim != 1 for a in arrays):
         raise ValueError(f"{name!r} must be one flat sequence per feature")

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.collators.features import token_ids
 from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
 from hf_lmobj.collators.span_noise import (
     check_noise_args,
@@ -89,11 +90,11 @@ def resolve_decoder_start(explicit: int | None, model: Any, tokenizer: Any) -> i
     return required_token_id(tokenizer, "pad")
 
 
-def feature_tokens(feature: Mapping[str, Any], eos_token_id: int | None) -> torch.Tensor:
-    """A feature's ``input_ids`` as a 1D int64 tensor, one trailing EOS taken off."""
-    if "input_ids" not in feature:
-        raise ValueError(f"every feature needs 'input_ids'; got keys {sorted(feature)}")
-    tokens = torch.as_tensor(feature["input_ids"], dtype=torch.long).reshape(-1)  # (T,)
+def feature_tokens(
+    feature: Mapping[str, Any], eos_token_id: int | None, vocab_size: int, index: int
+) -> torch.Tensor:
+    """A feature's ``input_ids`` (checked) as a 1D int64 tensor, one trailing EOS taken off."""
+    tokens = torch.from_numpy(token_ids(feature, index, vocab_size))  # (T,)
     if eos_token_id is not None and len(tokens) and int(tokens[-1]) == eos_token_id:
         tokens = tokens[:-1]
     return tokens
@@ -197,15 +198,15 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("cannot collate an empty list of features")
-        documents = [(self._tokens(f), self._generator(f)) for f in features]
+        documents = [(self._tokens(f, i), self._generator(f)) for i, f in enumerate(features)]
         if self.packing:
             rows = list(self._packed_rows(documents))
         else:
             rows = [self._corrupt_whole(tokens, gen) for tokens, gen in documents]
         return self._assemble(rows)
 
-    def _tokens(self, feature: Mapping[str, Any]) -> torch.Tensor:
-        tokens = feature_tokens(feature, self.eos_token_id)  # (T,)
+    def _tokens(self, feature: Mapping[str, Any], index: int) -> torch.Tensor:
+        tokens = feature_tokens(feature, self.eos_token_id, len(self.tokenizer), index)  # (T,)
         found = torch.isin(tokens, self.sentinel_ids)
         if bool(found.any()):
             raise ValueError(
@@ -344,7 +345,7 @@ def iter_packed_span_corruption(
     """
     if collator.input_length is None:
         raise ValueError("the collator needs input_length to pack a dataset")
-    documents = ((collator._tokens(f), collator._generator(f)) for f in dataset)
+    documents = ((collator._tokens(f, i), collator._generator(f)) for i, f in enumerate(dataset))
     for inputs, targets in collator._packed_rows(documents):
         batch = collator._assemble([(inputs, targets)])
         yield {key: value[0].tolist() for key, value in batch.items()}

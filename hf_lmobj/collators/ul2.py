@@ -211,9 +211,9 @@ class DataCollatorForUL2(DataCollatorMixin):
         """Draw new denoisers and masks for the next epoch."""
         self.epoch = int(epoch)
 
-    def corrupt(self, feature: Mapping[str, Any]) -> tuple[int, torch.Tensor, torch.Tensor]:
+    def corrupt(self, feature: Mapping[str, Any], index: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:
         """``(denoiser index, inputs with mode token, targets)`` for one feature."""
-        tokens = feature_tokens(feature, self.eos_token_id)  # (T,)
+        tokens = feature_tokens(feature, self.eos_token_id, len(self.tokenizer), index)  # (T,)
         if len(tokens) < 2:
             raise ValueError(f"example has {len(tokens)} token(s) before EOS; UL2 needs at least 2")
         if self.raw_tokens_length is not None and len(tokens) > self.raw_tokens_length:
@@ -240,7 +240,7 @@ class DataCollatorForUL2(DataCollatorMixin):
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("cannot collate an empty list of features")
-        parts = [self.corrupt(feature)[1:] for feature in features]
+        parts = [self.corrupt(feature, index)[1:] for index, feature in enumerate(features)]
         if self.decoder_only:
             return self._decoder_only_batch(parts)
         inputs, targets = [p[0] for p in parts], [p[1] for p in parts]
