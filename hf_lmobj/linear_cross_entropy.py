@@ -129,11 +129,12 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     """Sum of per-row losses over ``hidden`` (all rows kept), times ``scale``; grads in forward."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, scale, opts, chunk_size):  # noqa: D102
+    def forward(ctx, hidden, weight, bias, targets, scale, opts, chunk_size, grad_enabled):  # noqa: D102
         acc = accumulation_dtype(hidden.dtype)
         h, w = hidden.to(acc), weight.to(acc)  # no copy unless half precision
         b = None if bias is None else bias.to(acc)
-        want_h, want_w, want_b = ctx.needs_input_grad[:3]
+        # needs_input_grad ignores torch.no_grad(): the caller's grad mode decides too
+        want_h, want_w, want_b = (grad_enabled and need for need in ctx.needs_input_grad[:3])
         need_grad = want_h or want_w or want_b
         grad_h = torch.empty_like(h) if want_h else None  # (M, H)
         grad_w = torch.zeros_like(w) if want_w else None  # (V, H)
@@ -166,7 +167,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 grad = grad.mul_(grad_out.to(grad.dtype)).to(dtype)
             grads.append(grad)
         ctx.grads = None
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None)
 
 
 def _denominator(num_items_in_batch, kept: int, like: torch.Tensor) -> torch.Tensor:
@@ -227,7 +228,8 @@ def linear_cross_entropy(
     acc = accumulation_dtype(hidden.dtype)
     scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), hidden.new_zeros((), dtype=acc))
     return _ChunkedLinearCrossEntropy.apply(
-        flat_h, weight, bias, flat_t, scale, opts, resolve_chunk_size(chunk_size, weight.shape[0])
+        flat_h, weight, bias, flat_t, scale, opts, resolve_chunk_size(chunk_size, weight.shape[0]),
+        torch.is_grad_enabled(),
     )
 
 

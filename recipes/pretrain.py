@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if data_args.objective in CAUSAL_OBJECTIVES:
         metrics.update(_score_texts(trainer.model, tokenizer, validation_texts, data_args, report_args))
     if data_args.objective in MASKED_OBJECTIVES:  # a fresh collator: epoch 0 masks, comparable across runs
-        fresh = dataclasses.replace(data.collator)
+        fresh = dataclasses.replace(data.collator, epoch=0)
         metrics["eval_masked_accuracy"] = masked_token_accuracy(trainer.model, data.eval_dataset, fresh)
     if trainer.is_world_process_zero():
         _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, validation_texts)
@@ -133,12 +133,14 @@ def _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, r
 
 def _sample(model, tokenizer, report_args) -> str:
     inputs = encode_prompts(tokenizer, [report_args.sample_prompt], add_bos=tokenizer.bos_token is not None)
-    torch.manual_seed(report_args.sample_seed)
     model.eval()
-    output = model.generate(
-        **inputs.to(model.device), max_new_tokens=report_args.sample_max_new_tokens,
-        pad_token_id=tokenizer.pad_token_id, **sampling_generate_kwargs(top_p=report_args.sample_top_p),
-    )
+    devices = [model.device] if model.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):  # seeded draws, the caller's RNG left untouched
+        torch.manual_seed(report_args.sample_seed)
+        output = model.generate(
+            **inputs.to(model.device), max_new_tokens=report_args.sample_max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id, **sampling_generate_kwargs(top_p=report_args.sample_top_p),
+        )
     return tokenizer.decode(output[0], skip_special_tokens=True)
 
 

@@ -150,6 +150,33 @@ def test_full_logits_never_exist():
     assert mode.largest == 64 * 500  # the reference does build them
 
 
+class _OpCounter(TorchDispatchMode):
+    """Counts matrix products (the head's forward and both gradients are matrix products)."""
+
+    def __init__(self):
+        super().__init__()
+        self.products = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.products += func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.addmm_)
+        return func(*args, **(kwargs or {}))
+
+
+def test_no_grad_computes_the_value_only():
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, 4, generator=g, requires_grad=True)
+    weight = torch.randn(500, 4, generator=g, requires_grad=True)
+    targets = torch.randint(0, 500, (64,), generator=g)
+    with _OpCounter() as counted:
+        with_grad = linear_cross_entropy(hidden, weight, targets, chunk_size=16)
+    with torch.no_grad(), _OpCounter() as evaluated:
+        value = linear_cross_entropy(hidden, weight, targets, chunk_size=16)
+    assert evaluated.products == 4  # one logits block per chunk, no gradient work
+    assert counted.products == 3 * 4  # logits, grad of hidden, grad of weight per chunk
+    assert not value.requires_grad
+    torch.testing.assert_close(value, with_grad.detach())
+
+
 def test_token_losses_match_reference_nll():
     hidden, weight, bias, targets = _inputs()
     ours = linear_token_losses(hidden.reshape(1, N, H), weight, targets.reshape(1, N), bias=bias, chunk_size=5)
