@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -59,3 +60,15 @@ def parse_args_with_config(
             )
         parser.set_defaults(**config)
     return tuple(parser.parse_args_into_dataclasses(args=rest, look_for_args_file=False))
+
+
+def cpu_aware_argv(argv: Sequence[str] | None = None) -> list[str]:
+    """``argv`` (default ``sys.argv[1:]``) plus ``--use_cpu true`` when no CUDA device is visible.
+
+    accelerate's multi-process launcher starts CPU workers that join one gloo group only when
+    ``TrainingArguments.use_cpu`` is set; without it each process would train on its own.
+    """
+    import torch
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return argv if torch.cuda.is_available() else [*argv, "--use_cpu", "true"]

@@ -27,7 +27,7 @@ from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.cards import write_model_card
 from hf_lmobj.compression import compression_bits_per_byte
-from hf_lmobj.config_parsing import parse_args_with_config
+from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.data import build_tokenizer, load_text_splits
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, perplexity_from_sums, score_texts
 from hf_lmobj.models import ModelArguments, build_model
@@ -51,11 +51,8 @@ class ReportArguments:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not torch.cuda.is_available():  # accelerate's multi-process launcher needs this for gloo on CPU
-        argv += ["--use_cpu", "true"]
     data_args, model_args, report_args, train_args = parse_args_with_config(
-        (DataArguments, ModelArguments, ReportArguments, TrainingArguments), argv
+        (DataArguments, ModelArguments, ReportArguments, TrainingArguments), cpu_aware_argv(argv)
     )
     set_seed(train_args.seed)
     splits = load_text_splits(
