@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from hf_lmobj.pretraining import DataArguments
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
-PRETRAIN_CONFIGS = [c for c in CONFIGS if "objective:" in c.read_text()]
+PRETRAIN_CONFIGS = [c for c in CONFIGS if re.search(r"^objective:", c.read_text(), re.M)]
 # small and fast: 200 documents, a 1024-token vocabulary, a 2-layer model of width 32
 QUICK = [
     "--max_documents", "200", "--vocab_size", "1024", "--hidden_size", "32", "--num_hidden_layers", "2",
