@@ -72,6 +72,8 @@ if __name__ == "__main__":
 
     if "--training-arguments" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
-            print(training_arguments_state(tmp), flush=True)
+            line = training_arguments_state(tmp)
     else:
-        print(allreduce_rank_sum(), flush=True)
+        line = allreduce_rank_sum()
+    sys.stdout.write(line + "\n")  # one write, flushed at once: the ranks' lines never interleave
+    sys.stdout.flush()

@@ -4,6 +4,7 @@ resolves them, documented, and (slow) multi_process.yaml really starts 2 communi
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,7 +140,7 @@ def _launch(*script_args: str) -> list[str]:
     ]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return sorted(line for line in done.stdout.splitlines() if line.startswith("rank="))
+    return sorted(re.findall(r"rank=\d+ world_size=\d+ backend=\w+ (?:sum|type)=\w+", done.stdout))
 
 
 @pytest.mark.slow
