@@ -105,7 +105,7 @@ def main() -> None:
         tokenizer.save_pretrained(model_dir)
         common = dict(max_length=args.max_length, stride=args.max_length, batch_size=args.batch_size, progress=False)
         hub_s, hub = timed(lambda: hub_method_compute(texts, model_dir, batch_size=args.batch_size,
-                                                      max_length=args.max_length), 1)
+                                                      max_length=args.max_length), args.repeats)
         ours_s, ours = timed(lambda: metric.compute(predictions=texts, model_id=model_dir, **common), args.repeats)
         mem_s, _ = timed(lambda: metric.compute(predictions=texts, model=model, tokenizer=tokenizer, **common),
                          args.repeats)

@@ -47,7 +47,7 @@ class DataArguments:
     whole_word_mask: bool = field(default=False, metadata={"help": "mlm: select whole words."})
     noise_density: float = field(default=0.15, metadata={"help": "span: share of tokens corrupted."})
     mean_noise_span_length: float = field(default=3.0, metadata={"help": "span: mean length of a noise span."})
-    max_eval_rows: int | None = field(default=64, metadata={"help": "Validation rows for the periodic eval_loss; None = all."})
+    max_eval_rows: int | None = field(default=64, metadata={"help": "Validation rows (a fixed random subset) for eval_loss; None = all."})
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -105,8 +105,7 @@ def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: st
     }
     train = pack_dataset(tokenized["train"], max_length=args.max_length)
     evaluation = pack_dataset(tokenized["validation"], max_length=args.max_length)
-    if args.max_eval_rows is not None:
-        evaluation = evaluation.select(range(min(args.max_eval_rows, evaluation.num_rows)))
+    evaluation = eval_subset(evaluation, args.max_eval_rows)
     collator = DataCollatorForCausalLM(
         tokenizer, max_length=args.max_length, packing=True, attn_implementation=attn_implementation
     )
@@ -137,8 +136,7 @@ def _split_data(tokenizer, splits, args, collator, piece_length, add_eos, hyperp
         for name, split in splits.items()
     }
     evaluation = pieces["validation"]
-    if args.max_eval_rows is not None:
-        evaluation = evaluation.select(range(min(args.max_eval_rows, evaluation.num_rows)))
+    evaluation = eval_subset(evaluation, args.max_eval_rows)
     hyperparameters = {**hyperparameters, "train_rows": pieces["train"].num_rows}
     return ObjectiveData(pieces["train"], evaluation, collator, hyperparameters, [CollatorEpochCallback(collator)])
 
@@ -162,6 +160,17 @@ def _seq2seq_data(objective, tokenizer, splits, args: DataArguments, model, seed
     if objective == "span":
         hyperparameters |= {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
     return _split_data(tokenizer, splits, args, collator, collator.raw_tokens_length, False, hyperparameters)
+
+
+def eval_subset(dataset: datasets.Dataset, rows: int | None) -> datasets.Dataset:
+    """``rows`` rows drawn evenly (fixed seed) from the whole split, or all of it when None.
+
+    Packed and split datasets are ordered (longest documents first, pieces in document order), so
+    the first rows would stand for a few documents only.
+    """
+    if rows is None or rows >= dataset.num_rows:
+        return dataset
+    return dataset.shuffle(seed=0).select(range(rows))
 
 
 def split_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Dataset:

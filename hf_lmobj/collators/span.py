@@ -163,8 +163,8 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
     mean_noise_span_length: float = 3.0
     input_length: int | None = None
     decoder_start_token_id: int | None = None
-    model: InitVar[Any] = None
     seed: int | None = None
+    model: InitVar[Any] = None
     packing: bool = False
     pad_to_multiple_of: int | None = None
     return_tensors: str = "pt"
