@@ -202,6 +202,9 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         if self.seed is None:
             generator = torch.Generator().manual_seed(resolve_seed(None))
             return torch.rand(2, ids.numel(), generator=generator, dtype=torch.float64)
+        if not any("idx" in f or "index" in f for f in features):  # keyed by content, vectorised
+            seeds = masking.content_seeds(ids.numpy(), lengths, self.seed, self.epoch)
+            return masking.counter_uniforms(seeds, lengths)  # (2, N)
         array = ids.numpy()
         keys = [
             example_key(f if "idx" in f or "index" in f else {"input_ids": array[s : s + n]})
@@ -330,18 +333,19 @@ def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarra
 def _concat(rows: list[Any], total: int, name: str, dtype=np.int64) -> torch.Tensor:
     """Rows of one per-token field as one flat tensor; integer fields must really hold ints."""
     if all(isinstance(r, list) for r in rows):
-        try:  # float64 first: it holds every id exactly and exposes 3.5, True or None
-            flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=total)
+        if dtype is not np.float64:  # a column holds one type: its first values tell floats and bools
+            firsts = [r[0] for r in rows if r]
+            if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in firsts):
+                kinds = sorted({type(x).__name__ for x in firsts})
+                raise TypeError(f"{name!r} must hold ints, got {kinds}")
+        try:
+            flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=total)
         except (TypeError, ValueError) as error:
             if dtype is np.float64:  # word_ids holding None: np.array maps None to NaN
-                return torch.from_numpy(np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64))
-            raise TypeError(f"{name!r} must be flat sequences of ints ({error})") from None
-        if dtype is np.float64:
-            return torch.from_numpy(flat)
-        ints = flat.astype(np.int64)
-        if not np.array_equal(ints, flat):
-            raise TypeError(f"{name!r} must hold ints, got non-integer values")
-        return torch.from_numpy(ints)
+                flat = np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64)
+            else:
+                raise TypeError(f"{name!r} must be flat sequences of ints ({error})") from None
+        return torch.from_numpy(flat)
     if dtype is not np.float64:
         return torch.from_numpy(np.concatenate([as_int_array(r, name, i) for i, r in enumerate(rows)]))
     arrays = [np.asarray(r.cpu() if isinstance(r, torch.Tensor) else r, dtype=dtype) for r in rows]

@@ -159,12 +159,38 @@ def counter_uniforms(seeds: Sequence[int], lengths: Sequence[int], streams: int 
     step = position.astype(np.uint64)[None, :] * np.uint64(streams)  # (1, N)
     step = step + np.arange(1, streams + 1, dtype=np.uint64)[:, None]  # (S, N)
     with np.errstate(over="ignore"):  # uint64 arithmetic wraps modulo 2^64, as SplitMix64 wants
-        z = base[None, :] + step * _GOLDEN  # (S, N)
-        z = (z ^ (z >> np.uint64(30))) * _MIX1
-        z = (z ^ (z >> np.uint64(27))) * _MIX2
-        z ^= z >> np.uint64(31)
+        z = _mix64(base[None, :] + step * _GOLDEN)  # (S, N)
     top = (z >> np.uint64(11)).view(np.int64)  # 53 bits; int64 -> float64 converts fast, uint64 does not
     return torch.from_numpy(top.astype(np.float64) * 2.0**-53)  # (S, N)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on uint64 arrays (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def content_seeds(ids: np.ndarray, lengths: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """One 64-bit seed per example from (seed, epoch, its token ids), for the whole batch at once.
+
+    Each token is mixed with its position, the mixes are summed per example (wrapping), and the
+    sum is mixed with the example's length, ``seed`` and ``epoch``: the same example always gets
+    the same seed, whatever batch it is in. Shapes: ``ids`` (N,), ``lengths`` (B,) -> (B,) uint64.
+
+    Example:
+        >>> a = content_seeds(np.array([5, 6, 7, 5, 6, 7]), np.array([3, 3]), seed=0, epoch=0)
+        >>> int(a[0]) == int(a[1]), int(a[0]) == int(content_seeds(np.array([5, 6, 7]), np.array([3]), 0, 0)[0])
+        (True, True)
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths  # (B,)
+    position = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)  # (N,)
+    with np.errstate(over="ignore"):
+        tokens = _mix64(ids.astype(np.uint64) * _GOLDEN + position.astype(np.uint64) * _MIX2)  # (N,)
+        summed = np.add.reduceat(tokens, starts)  # (B,) wrapping sum per example
+        salt = _mix64(np.uint64(seed) * _GOLDEN + np.uint64(epoch) + _MIX1)
+        return _mix64(summed ^ _mix64(lengths.astype(np.uint64) + salt)) >> np.uint64(1)
 
 
 def _force_boundaries(
