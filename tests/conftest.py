@@ -28,6 +28,30 @@ def corpus():
     return load_stdlib_corpus(max_documents=300)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Run a test on one torch thread: tiny models on a shared 2-core machine stall with two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tokenizer):
+    """A tiny GPT-2 (2 layers, width 32) from config, seeded, in eval mode."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=256,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(1234)
+        return GPT2LMHeadModel(config).eval()
+
+
 @pytest.fixture(autouse=True)
 def _deterministic_torch():
     torch.manual_seed(0)

@@ -21,12 +21,7 @@ from hf_lmobj.collators.bart import (
 MASK = 4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def runs_between_masks(noised: list[int]) -> list[list[int]]:

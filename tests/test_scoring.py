@@ -6,23 +6,13 @@ import math
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_lmobj.metrics.scoring import TextScore, plan_windows, score_texts
 
 
 @pytest.fixture(scope="module")
-def gpt2(tokenizer):
-    """A tiny randomly initialised GPT-2 (seeded), in eval mode."""
-    config = GPT2Config(
-        vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=256,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(1234)
-        model = GPT2LMHeadModel(config)
-    return model.eval()
+def gpt2(tiny_gpt2):
+    return tiny_gpt2
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,7 @@ from hf_lmobj.collators.span_noise import (
     span_corrupt,
 )
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster and does not fight the other test processes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 UL2_SETTINGS = [(0.15, 3.0), (0.15, 8.0), (0.5, 3.0), (0.5, 8.0), (0.15, 64.0), (0.5, 64.0)]

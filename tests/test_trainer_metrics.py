@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from datasets import Dataset
 from transformers import (
-    DataCollatorForLanguageModeling, EvalPrediction, GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments,
+    DataCollatorForLanguageModeling, EvalPrediction, Trainer, TrainingArguments,
 )
 
 from hf_lmobj.data import tokenize_corpus
@@ -18,15 +18,8 @@ from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
 
 
 @pytest.fixture(scope="module")
-def gpt2(tokenizer):
-    config = GPT2Config(
-        vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=256,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(3)
-        return GPT2LMHeadModel(config).eval()
+def gpt2(tiny_gpt2):
+    return tiny_gpt2
 
 
 @pytest.fixture(scope="module")

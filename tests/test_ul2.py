@@ -13,12 +13,7 @@ from hf_lmobj.collators.ul2 import UL2_DENOISERS, DataCollatorForUL2, Denoiser, 
 from test_span import reconstruct, real
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_default_mixture_is_the_ul2_paper_one():
