@@ -45,7 +45,6 @@ from hf_lmobj.collators.span import (
 )
 from hf_lmobj.collators.span_noise import (
     check_noise_args,
-    collator_lengths,
     corrupted_lengths,
     random_spans_noise_mask,
     span_corrupt,
