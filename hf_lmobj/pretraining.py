@@ -109,7 +109,12 @@ def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: st
     collator = DataCollatorForCausalLM(
         tokenizer, max_length=args.max_length, packing=True, attn_implementation=attn_implementation
     )
-    hyperparameters = {"max_length": args.max_length, "packing": True, "train_rows": train.num_rows}
+    train_tokens = sum(len(ids) for ids in train["input_ids"])  # packed rows hold no padding
+    hyperparameters = {
+        "max_length": args.max_length, "packing": True, "train_rows": train.num_rows,
+        "train_tokens": train_tokens,
+        "packing_efficiency": round(train_tokens / max(train.num_rows * args.max_length, 1), 4),
+    }
     return ObjectiveData(train, evaluation, collator, hyperparameters)
 
 
