@@ -169,6 +169,22 @@ def _train_byte_level_bpe(texts: list[str], vocab_size: int) -> PreTrainedTokeni
     )
 
 
+def require_columns(dataset: datasets.Dataset, **columns: str) -> None:
+    """Each ``argument=column`` names a column of ``dataset``, or a ValueError says which argument to set.
+
+    Example:
+        >>> require_columns(datasets.Dataset.from_dict({"text": ["a"]}), text_column="content")
+        Traceback (most recent call last):
+        ...
+        ValueError: dataset has no column 'content' (has ['text']); set text_column=<column name>
+    """
+    for argument, column in columns.items():
+        if column not in dataset.column_names:
+            raise ValueError(
+                f"dataset has no column {column!r} (has {dataset.column_names}); set {argument}=<column name>"
+            )
+
+
 def tokenize_corpus(
     dataset: datasets.Dataset,
     tokenizer: PreTrainedTokenizerFast,
@@ -190,8 +206,7 @@ def tokenize_corpus(
         >>> row["num_bytes"], row["input_ids"][-1] == tok.eos_token_id
         (2, True)
     """
-    if text_column not in dataset.column_names:
-        raise ValueError(f"dataset has no column {text_column!r}; pass text_column=<name>")
+    require_columns(dataset, text_column=text_column)
     probe = tokenizer("a", add_special_tokens=True)["input_ids"]
     bos = [tokenizer.bos_token_id] if add_bos and probe[:1] != [tokenizer.bos_token_id] else []
     eos = [tokenizer.eos_token_id] if add_eos and probe[-1:] != [tokenizer.eos_token_id] else []
@@ -228,8 +243,7 @@ def load_text_splits(
     loaded = datasets.load_dataset(dataset_name, dataset_config)
     if "train" not in loaded:
         raise ValueError(f"dataset {dataset_name!r} has no 'train' split (has {list(loaded)})")
-    if text_column not in loaded["train"].column_names:
-        raise ValueError(f"dataset {dataset_name!r} has no column {text_column!r}; set text_column")
+    require_columns(loaded["train"], text_column=text_column)
     train = loaded["train"]
     if max_documents is not None:
         train = train.select(range(min(max_documents, train.num_rows)))

@@ -29,7 +29,7 @@ from typing import Iterator, Sequence
 import datasets
 from transformers import PreTrainedTokenizerBase
 
-from hf_lmobj.data import is_validation_path, iter_stdlib_sources
+from hf_lmobj.data import is_validation_path, iter_stdlib_sources, require_columns
 
 IGNORE_INDEX = -100
 DEFAULT_PACKAGES = ("asyncio", "email", "logging", "unittest")
@@ -210,9 +210,7 @@ def tokenize_instructions(
     >>> row["labels"][:n] == [-100] * n, row["labels"][n:] == row["input_ids"][n:]
     (True, True)
     """
-    for column in (prompt_column, response_column):
-        if column not in dataset.column_names:
-            raise ValueError(f"dataset has no column {column!r} (has {dataset.column_names}); set {column!r}")
+    require_columns(dataset, prompt_column=prompt_column, response_column=response_column)
     bos, eos = _special(tokenizer)
 
     def encode(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
@@ -240,9 +238,7 @@ def tokenize_classification(
     >>> row["input_ids"][0] == tok.bos_token_id, row["labels"], sum(row["attention_mask"]) == len(row["input_ids"])
     (True, 3, True)
     """
-    for column in (text_column, label_column):
-        if column not in dataset.column_names:
-            raise ValueError(f"dataset has no column {column!r} (has {dataset.column_names})")
+    require_columns(dataset, text_column=text_column, label_column=label_column)
     bos, eos = _special(tokenizer)
 
     def encode(batch: dict[str, list]) -> dict[str, list]:

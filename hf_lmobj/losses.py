@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -115,8 +117,10 @@ def causal_lm_loss(
         if labels is None:
             raise ValueError("causal_lm_loss needs labels or shift_labels (got neither)")
         shift_labels = next_token_targets(labels, ignore_index)
-    opts = HeadLossOptions(label_smoothing, z_loss, logit_softcap)
-    return _summed_loss(logits, shift_labels, num_items_in_batch, ignore_index, opts)
+    return masked_lm_loss(
+        logits, shift_labels, num_items_in_batch=num_items_in_batch, ignore_index=ignore_index,
+        label_smoothing=label_smoothing, z_loss=z_loss, logit_softcap=logit_softcap,
+    )
 
 
 def masked_lm_loss(
@@ -139,23 +143,14 @@ def masked_lm_loss(
     return _summed_loss(logits, labels, num_items_in_batch, ignore_index, opts)
 
 
-def seq2seq_lm_loss(
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    num_items_in_batch: int | torch.Tensor | None = None,
-    ignore_index: int = -100,
-    label_smoothing: float = 0.0,
-    z_loss: float = 0.0,
-    logit_softcap: float | None = None,
-) -> torch.Tensor:
+def seq2seq_lm_loss(logits: torch.Tensor, labels: torch.Tensor, **options: Any) -> torch.Tensor:
     """Decoder loss of an encoder-decoder: ``logits`` (B, Td, V) already aligned with ``labels``.
 
-    (The decoder saw ``labels`` shifted right, so no shift here.)
+    The decoder saw ``labels`` shifted right, so the targets are ``labels`` themselves: the same
+    loss as :func:`masked_lm_loss`, with the same keyword options.
 
     Example:
         >>> round(seq2seq_lm_loss(torch.zeros(1, 2, 4), torch.tensor([[3, 1]])).item(), 4)
         1.3863
     """
-    opts = HeadLossOptions(label_smoothing, z_loss, logit_softcap)
-    return _summed_loss(logits, labels, num_items_in_batch, ignore_index, opts)
+    return masked_lm_loss(logits, labels, **options)

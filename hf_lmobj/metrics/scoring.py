@@ -232,10 +232,12 @@ MODEL_KWARGS = ("model_id", "model", "tokenizer", "max_length", "stride", "add_s
                 "device", "progress")
 
 
-def scores_from_compute_args(predictions, references, kwargs: dict, count_name: str) -> list[TextScore] | None:
-    """The dispatch shared by the metrics' ``compute``: score ``predictions`` with a model, or None (sums).
+def sums_from_compute_args(predictions, references, kwargs: dict, count_name: str) -> dict:
+    """The dispatch shared by the metrics' ``compute``: the ``nll=`` / ``<count_name>=`` sums to add.
 
-    Pops the model arguments out of ``kwargs`` and checks that exactly one way in is used.
+    With ``predictions`` (texts) and a model, the texts are scored and their sums returned in
+    ``kwargs``; without, ``kwargs`` already hold the sums and are returned as they are. Checks that
+    exactly one way in is used.
     """
     model_kwargs = {k: kwargs.pop(k) for k in MODEL_KWARGS if k in kwargs}
     if references is not None:
@@ -243,11 +245,12 @@ def scores_from_compute_args(predictions, references, kwargs: dict, count_name: 
     if predictions is None:
         if model_kwargs:
             raise ValueError(f"{sorted(model_kwargs)} need predictions=<list of texts> to score")
-        return None
+        return kwargs
     if "nll" in kwargs or count_name in kwargs:
         raise ValueError(f"pass either predictions=texts (with a model) or nll=/{count_name}=, not both")
     model, model_id = model_kwargs.pop("model", None), model_kwargs.pop("model_id", None)
     if (model is None) == (model_id is None):
         raise ValueError("scoring texts needs exactly one of model_id=<path or Hub id> or model=<causal LM>")
     tokenizer = model_kwargs.pop("tokenizer", None)
-    return score_texts(model if model is not None else model_id, tokenizer, predictions, **model_kwargs)
+    scores = score_texts(model if model is not None else model_id, tokenizer, predictions, **model_kwargs)
+    return {**kwargs, "nll": [s.nll for s in scores], count_name: [getattr(s, count_name) for s in scores]}

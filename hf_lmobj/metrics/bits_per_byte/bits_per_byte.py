@@ -11,7 +11,7 @@ import math
 import datasets
 import evaluate
 
-from .scoring import bits_per_byte_from_sums, check_sums, scores_from_compute_args
+from .scoring import bits_per_byte_from_sums, check_sums, sums_from_compute_args
 
 _CITATION = """\
 @article{gao2020pile,
@@ -90,10 +90,7 @@ class BitsPerByte(evaluate.Metric):
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """``compute(nll=..., num_bytes=...)``, or ``compute(predictions=texts, model_id=...)``."""
-        scores = scores_from_compute_args(predictions, references, kwargs, "num_bytes")
-        if scores is not None:
-            kwargs.update(nll=[s.nll for s in scores], num_bytes=[s.num_bytes for s in scores])
-        return super().compute(**kwargs)
+        return super().compute(**sums_from_compute_args(predictions, references, kwargs, "num_bytes"))
 
     def _compute(self, nll, num_bytes) -> dict:
         nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")

@@ -11,7 +11,7 @@ import math
 import datasets
 import evaluate
 
-from .scoring import check_sums, perplexity_from_sums, scores_from_compute_args
+from .scoring import check_sums, perplexity_from_sums, sums_from_compute_args
 
 _CITATION = """\
 @article{jelinek1977perplexity,
@@ -90,10 +90,7 @@ class Perplexity(evaluate.Metric):
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """``compute(nll=..., num_tokens=...)``, or ``compute(predictions=texts, model_id=...)``."""
-        scores = scores_from_compute_args(predictions, references, kwargs, "num_tokens")
-        if scores is not None:
-            kwargs.update(nll=[s.nll for s in scores], num_tokens=[s.num_tokens for s in scores])
-        return super().compute(**kwargs)
+        return super().compute(**sums_from_compute_args(predictions, references, kwargs, "num_tokens"))
 
     def _compute(self, nll, num_tokens) -> dict:
         nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
