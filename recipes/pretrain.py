@@ -79,8 +79,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if data_args.objective in MASKED_OBJECTIVES:  # a fresh collator: epoch 0 masks, comparable across runs
         fresh = dataclasses.replace(data.collator, epoch=0)
         metrics["eval_masked_accuracy"] = masked_token_accuracy(trainer.model, data.eval_dataset, fresh)
+    # Collective work on every rank (FSDP2 / ZeRO-3 gather the full state dict and run the sharded
+    # model together); files are written and lines printed by the main process only.
+    trainer.save_model(train_args.output_dir)
+    sample = _sample(trainer.model, tokenizer, report_args) if data_args.objective in CAUSAL_OBJECTIVES else None
     if trainer.is_world_process_zero():
-        _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, validation_texts)
+        _write_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, validation_texts, sample)
     return metrics
 
 
@@ -100,9 +104,8 @@ def _score_texts(model, tokenizer, texts, data_args, report_args) -> dict[str, f
     }
 
 
-def _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, texts) -> None:
+def _write_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, texts, sample) -> None:
     output = Path(trainer.args.output_dir)
-    trainer.save_model(output)
     tokenizer.save_pretrained(output)
     (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     hyperparameters = {
@@ -125,7 +128,7 @@ def _save_and_report(trainer, tokenizer, metrics, data, data_args, model_args, r
         for name, rate in compression_bits_per_byte(texts).items():
             print(f"    {name:12s} {rate:.3f}")
         print(f"  sample ({report_args.sample_prompt!r}, top_p={report_args.sample_top_p}):")
-        print(_sample(trainer.model, tokenizer, report_args))
+        print(sample)
 
 
 def _sample(model, tokenizer, report_args) -> str:
