@@ -16,7 +16,15 @@ smoothing; ``lse`` = logsumexp(z))::
     loss = lse - (1 - eps) * z[target] - eps * mean(z) + z_loss * lse ** 2
 
 summed over the kept rows and divided by ``num_items_in_batch`` when given, else by their count.
-Accumulation is float32 for half-precision inputs and float64 for float64 inputs.
+
+Precision (one rule for every dtype and for ``torch.autocast``): the head's matmuls (logits, and
+the gradient products) run in the *compute dtype*, the one a stock ``lm_head`` would use in the same
+place: autocast's dtype when autocast is on for the inputs' device, else the promoted dtype of
+``hidden`` and ``weight`` (bf16 weights -> bf16 matmuls, fp32 -> fp32). Each chunk's logits are then
+upcast, and the softmax, the losses and the gradient sums accumulate in float32 (float64 for float64
+inputs); gradients come back in each input's own dtype. Under bf16 autocast the value therefore
+equals the transformers loss of the autocast model (bf16 logits, float32 cross-entropy), with no
+``[tokens, vocab]`` tensor in either dtype.
 
 Example:
     >>> import torch
@@ -66,6 +74,24 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
         torch.float32
     """
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def compute_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    """Dtype of the head's matmuls: autocast's when it is on for ``hidden``'s device, else promoted.
+
+    Example:
+        >>> h, w = torch.zeros(1, 2), torch.zeros(3, 2)
+        >>> compute_dtype(h, w), compute_dtype(h.bfloat16(), w.bfloat16())
+        (torch.float32, torch.bfloat16)
+        >>> with torch.autocast("cpu", dtype=torch.bfloat16):
+        ...     compute_dtype(h, w)
+        torch.bfloat16
+    """
+    promoted = torch.promote_types(hidden.dtype, weight.dtype)
+    device_type = hidden.device.type
+    if promoted != torch.float64 and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return promoted
 
 
 def resolve_chunk_size(chunk_size: int | None, vocab_size: int) -> int:
@@ -121,39 +147,62 @@ def token_losses_and_grad(
     return losses, grad
 
 
-def _head_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return torch.addmm(bias, h, weight.T) if bias is not None else h @ weight.T  # (C, V)
+def _head_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, acc: torch.dtype) -> torch.Tensor:
+    """One chunk's logits in the operands' (compute) dtype, returned as a fresh ``acc`` tensor."""
+    logits = torch.addmm(bias, h, weight.T) if bias is not None else h @ weight.T  # (C, V)
+    return logits.to(acc)  # no copy when compute == accumulation dtype (already a fresh tensor)
+
+
+def _add_product(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``out += a @ b`` with ``a`` cast to ``b``'s dtype; in place when the dtypes agree."""
+    if a.dtype == b.dtype == out.dtype:
+        out.addmm_(a, b)
+    else:
+        out += a.to(b.dtype) @ b
+
+
+def _store_product(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``out[:] = a @ b`` with ``a`` cast to ``b``'s dtype; no temporary when the dtypes agree."""
+    if a.dtype == b.dtype == out.dtype:
+        torch.mm(a, b, out=out)
+    else:
+        out.copy_(a.to(b.dtype) @ b)
+
+
+def _autocast_off(device: torch.device) -> torch.autocast:
+    """The chunked head chooses its dtypes itself (``compute_dtype``): autocast must not recast."""
+    return torch.autocast(device.type, enabled=False)
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     """Sum of per-row losses over ``hidden`` (all rows kept), times ``scale``; grads in forward."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, scale, opts, chunk_size, grad_enabled):  # noqa: D102
-        acc = accumulation_dtype(hidden.dtype)
-        h, w = hidden.to(acc), weight.to(acc)  # no copy unless half precision
-        b = None if bias is None else bias.to(acc)
+    def forward(ctx, hidden, weight, bias, targets, scale, opts, chunk_size, grad_enabled, compute):  # noqa: D102
+        acc = accumulation_dtype(compute)
+        h, w = hidden.to(compute), weight.to(compute)  # no copy when already in the compute dtype
+        b = None if bias is None else bias.to(compute)
         # needs_input_grad ignores torch.no_grad(): the caller's grad mode decides too
         want_h, want_w, want_b = (grad_enabled and need for need in ctx.needs_input_grad[:3])
         need_grad = want_h or want_w or want_b
-        grad_h = torch.empty_like(h) if want_h else None  # (M, H)
-        grad_w = torch.zeros_like(w) if want_w else None  # (V, H)
-        grad_b = torch.zeros_like(b) if want_b else None  # (V,)
-        total = h.new_zeros(())
-        for start in range(0, h.shape[0], chunk_size):
-            h_c, t_c = h[start : start + chunk_size], targets[start : start + chunk_size]
-            logits = _head_logits(h_c, w, b)  # (C, V)
-            losses, g = token_losses_and_grad(logits, t_c, opts, need_grad)
-            total += losses.sum()
-            if g is None:
-                continue
-            g.mul_(scale)
-            if want_h:
-                torch.mm(g, w, out=grad_h[start : start + chunk_size])  # (C, H)
-            if want_w:
-                grad_w.addmm_(g.T, h_c)  # (V, H)
-            if want_b:
-                grad_b += g.sum(dim=0)
+        grad_h = h.new_empty(h.shape, dtype=acc) if want_h else None  # (M, H)
+        grad_w = w.new_zeros(w.shape, dtype=acc) if want_w else None  # (V, H)
+        grad_b = w.new_zeros(w.shape[:1], dtype=acc) if want_b else None  # (V,)
+        total = h.new_zeros((), dtype=acc)
+        with _autocast_off(h.device):
+            for start in range(0, h.shape[0], chunk_size):
+                h_c, t_c = h[start : start + chunk_size], targets[start : start + chunk_size]
+                losses, g = token_losses_and_grad(_head_logits(h_c, w, b, acc), t_c, opts, need_grad)  # g: (C, V)
+                total += losses.sum()
+                if g is None:
+                    continue
+                g.mul_(scale)
+                if want_h:
+                    _store_product(grad_h[start : start + chunk_size], g, w)  # (C, H)
+                if want_w:
+                    _add_product(grad_w, g.T, h_c)  # (V, H)
+                if want_b:
+                    grad_b += g.sum(dim=0)
         ctx.grads = (grad_h, grad_w, grad_b)
         ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
         return total * scale
@@ -161,13 +210,18 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):  # noqa: D102
+        if ctx.grads is None:
+            raise RuntimeError(
+                "linear_cross_entropy computes its gradients in the forward pass and hands them out once: "
+                "a second backward through the same loss is not supported; recompute the loss instead"
+            )
         grads = []
         for grad, dtype in zip(ctx.grads, ctx.dtypes):
             if grad is not None:
                 grad = grad.mul_(grad_out.to(grad.dtype)).to(dtype)
             grads.append(grad)
         ctx.grads = None
-        return (*grads, None, None, None, None, None)
+        return (*grads, None, None, None, None, None, None)
 
 
 def _denominator(num_items_in_batch, kept: int, like: torch.Tensor) -> torch.Tensor:
@@ -209,7 +263,8 @@ def linear_cross_entropy(
         label_smoothing, z_loss, softcap: see ``HeadLossOptions``.
 
     Returns:
-        A 0-d tensor in the accumulation dtype (float32, or float64 for float64 inputs).
+        A 0-d tensor in the accumulation dtype (float32, or float64 for float64 inputs). The
+        matmuls run in ``compute_dtype(hidden, weight)`` (autocast's dtype under autocast).
 
     Example:
         >>> h, w = torch.zeros(3, 2), torch.zeros(5, 2)
@@ -225,11 +280,11 @@ def linear_cross_entropy(
         rows = keep.nonzero().squeeze(1)  # (M,)
         flat_h, flat_t = flat_h.index_select(0, rows), flat_t.index_select(0, rows)
     _check_target_range(flat_t, weight.shape[0], ignore_index)
-    acc = accumulation_dtype(hidden.dtype)
-    scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), hidden.new_zeros((), dtype=acc))
+    compute = compute_dtype(hidden, weight)
+    scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), hidden.new_zeros((), dtype=accumulation_dtype(compute)))
     return _ChunkedLinearCrossEntropy.apply(
         flat_h, weight, bias, flat_t, scale, opts, resolve_chunk_size(chunk_size, weight.shape[0]),
-        torch.is_grad_enabled(),
+        torch.is_grad_enabled(), compute,
     )
 
 
@@ -284,12 +339,14 @@ def linear_token_losses(
     rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)
     kept_t = flat_t.index_select(0, rows)
     _check_target_range(kept_t, weight.shape[0], ignore_index)
-    acc = accumulation_dtype(hidden.dtype)
-    w, b = weight.to(acc), None if bias is None else bias.to(acc)
+    compute = compute_dtype(hidden, weight)
+    acc = accumulation_dtype(compute)
+    w, b = weight.to(compute), None if bias is None else bias.to(compute)
     out = torch.zeros(flat_t.shape, dtype=acc, device=hidden.device)  # (N,)
     step = resolve_chunk_size(chunk_size, weight.shape[0])
-    for start in range(0, rows.numel(), step):
-        r = rows[start : start + step]
-        logits = _head_logits(flat_h.index_select(0, r).to(acc), w, b)  # (C, V)
-        out[r] = token_losses_and_grad(logits, kept_t[start : start + step], opts, False)[0]
+    with _autocast_off(hidden.device):
+        for start in range(0, rows.numel(), step):
+            r = rows[start : start + step]
+            logits = _head_logits(flat_h.index_select(0, r).to(compute), w, b, acc)  # (C, V)
+            out[r] = token_losses_and_grad(logits, kept_t[start : start + step], opts, False)[0]
     return out.reshape(targets.shape)

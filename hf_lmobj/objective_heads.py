@@ -5,9 +5,10 @@
 * ``objective_targets(objective, batch)``: the per-position targets the loss scores (causal:
   ``shift_labels`` or ``labels`` shifted; masked / seq2seq: ``labels``), with positions outside a
   batch's ``logits_to_keep`` set to -100. ``count_targets`` counts them (``num_items_in_batch``).
-* ``linear_head(model)``: the output embedding as a plain ``nn.Linear`` (weight and bias), or
-  ``None`` when the logits must come from the model itself (LoRA on the head, logit scaling after
-  the head, no output embedding).
+* ``linear_head(model)``: the output embedding as a plain ``nn.Linear`` (weight and bias; sharded
+  by FSDP2's ``fully_shard`` or not, tied to the input embedding or not), or ``None`` when the
+  logits must come from the model itself (LoRA on the head, logit scaling after the head, no
+  output embedding).
 * ``capture_head(head, fn)``: while active, the head module does not project: it hands its input
   (the final hidden states, after whatever the model applies first: GPT-2's ``ln_f``, BERT's
   prediction transform, T5's ``d_model**-0.5`` rescaling of tied embeddings) to ``fn`` and
@@ -32,6 +33,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from transformers.trainer_utils import unwrap_peft_model
 
 from hf_lmobj.losses import next_token_targets
+from hf_lmobj.sharding import unwrap_sharded_class
 
 Objective = Literal["causal", "masked", "seq2seq"]
 OBJECTIVES: tuple[str, ...] = ("causal", "masked", "seq2seq")
@@ -156,7 +158,8 @@ def linear_head(model: nn.Module) -> nn.Linear | None:
         return None
     getter = getattr(base, "get_output_embeddings", None)
     head = getter() if callable(getter) else None
-    return head if type(head) is nn.Linear else None
+    # exactly nn.Linear (an FSDP2-sharded one included): subclasses may change forward (quantized heads)
+    return head if head is not None and unwrap_sharded_class(head) is nn.Linear else None
 
 
 def model_softcap(model: nn.Module) -> float | None:

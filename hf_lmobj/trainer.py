@@ -13,6 +13,9 @@ What it changes, and only that:
   micro-batches, summed over processes when ``average_tokens_across_devices`` (the default). Each
   micro-batch loss is ``sum / count`` (times the process count, as DDP averages gradients), so
   accumulation and data parallelism give the gradients of one big batch.
+* **saving** (``save_model``): a model sharded by torch's ``fully_shard`` without accelerate knowing
+  it (FSDP2 applied by hand, or accelerate's CPU fallback) is gathered on every rank and written
+  whole by the main process, as accelerate does for its own FSDP / ZeRO-3; call it on every rank.
 * **evaluation** (``prediction_step`` / ``evaluation_loop``): per-row NLL sums and target counts
   are gathered instead of logits; ``eval_loss`` is total NLL / total targets and
   ``eval_perplexity`` is its exponential, the corpus values. (Both are pure NLL: no label
@@ -51,6 +54,7 @@ from hf_lmobj.objective_heads import (
     model_softcap,
     objective_targets,
 )
+from hf_lmobj.sharding import full_state_dict, has_dtensor_parameters
 
 IGNORE_INDEX = -100
 
@@ -238,3 +242,18 @@ class ObjectiveTrainer(Trainer):
             output.metrics[f"{metric_key_prefix}_perplexity"] = math.exp(mean) if mean < 700 else math.inf
             output.metrics[f"{metric_key_prefix}_num_target_tokens"] = int(count)
         return output
+
+    # ---- saving ---------------------------------------------------------------------------
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """``Trainer.save_model``; DTensor shards unknown to accelerate are gathered collectively.
+
+        Call it on every rank, as FSDP and DeepSpeed ZeRO-3 require: the full state dict is a
+        collective, and the main process writes one safetensors checkpoint ``from_pretrained`` loads.
+        """
+        if self.is_fsdp_enabled or self.is_deepspeed_enabled or not has_dtensor_parameters(self.model):
+            return super().save_model(output_dir, _internal_call)
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        state_dict = full_state_dict(self.model)  # every rank takes part
+        self._save(output_dir, state_dict=state_dict)  # writes on the main process only
+        if self.args.push_to_hub and not _internal_call:
+            self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
