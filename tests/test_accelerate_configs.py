@@ -158,3 +158,51 @@ def test_multi_process_config_gives_trainer_a_two_rank_cpu_group():
         "rank=0 world_size=2 backend=gloo type=MULTI_CPU",
         "rank=1 world_size=2 backend=gloo type=MULTI_CPU",
     ]
+
+
+# What each shipped config does when launched on this CPU-only machine: (extra launch flags, world
+# size, mixed precision), or why it cannot run here. GPU configs run with their own mixed precision
+# on CPU autocast; accelerate maps FSDP to CPU data parallelism (FSDP2 itself is tested with
+# fully_shard in test_fsdp2.py).
+CPU_RUNS = {
+    "cpu.yaml": ([], 1, "no"),
+    "multi_process.yaml": ([], 2, "no"),
+    "single_gpu.yaml": ([], 1, "bf16"),
+    "multi_gpu.yaml": (["--num_processes", "2"], 2, "bf16"),
+    "fsdp2.yaml": (["--num_processes", "2"], 2, "bf16"),
+}
+NOT_ON_CPU = {
+    "deepspeed_zero2.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
+    "deepspeed_zero3.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
+}
+QUICK_PRETRAIN = [
+    "--config", str(REPO / "recipes/configs/clm/demo.yaml"), "--max_documents", "200", "--vocab_size", "512",
+    "--hidden_size", "32", "--num_hidden_layers", "2", "--num_attention_heads", "2", "--max_length", "64",
+    "--max_position_embeddings", "128", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
+    "--max_eval_rows", "8", "--logging_steps", "1", "--max_steps", "2", "--sample_max_new_tokens", "8",
+]
+
+
+def test_every_shipped_config_is_either_run_on_cpu_or_says_why_not():
+    assert set(CPU_RUNS) | set(NOT_ON_CPU) == set(EXPECTED)
+    assert not set(CPU_RUNS) & set(NOT_ON_CPU)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CPU_RUNS))
+def test_shipped_config_launches_a_two_step_pretrain_run_on_cpu(name, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    flags, world_size, mixed_precision = CPU_RUNS[name]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG_DIR / name), *flags,
+               str(REPO / "recipes" / "pretrain.py"), *QUICK_PRETRAIN, "--output_dir", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.count("== clm run written to") == 1  # written and printed by the main process only
+    args = torch.load(tmp_path / "training_args.bin", weights_only=False)
+    assert (args.world_size, args.mixed_precision) == (world_size, mixed_precision)
+    weights = load_file(tmp_path / "model.safetensors")
+    assert weights and all(torch.isfinite(t).all() for t in weights.values())
+    assert (tmp_path / "README.md").exists() and (tmp_path / "metrics.json").exists()
