@@ -10,7 +10,18 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers.processors import TemplateProcessing
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    BloomConfig,
+    BloomForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MambaConfig,
+    MambaForCausalLM,
+    OPTConfig,
+    OPTForCausalLM,
+)
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.packing import chunk_lengths
@@ -19,19 +30,19 @@ IMPLS = ("eager", "sdpa")
 KINDS = ("gpt2", "llama")
 
 
-def tiny_model(kind: str, impl: str, vocab: int, seed: int = 0):
-    """Hidden 32, 2 layers. GPT-2's dropout is zeroed: it is noise, not a leak, and would make
-    train-mode logits differ run to run."""
+def tiny_model(kind: str, impl: str, vocab: int, seed: int = 0, context: int = 64):
+    """Hidden 32, 2 layers, ``context`` positions. GPT-2's dropout is zeroed: it is noise, not a
+    leak, and would make train-mode logits differ run to run."""
     torch.manual_seed(seed)
     if kind == "gpt2":
         config = GPT2Config(
-            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=1,
+            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=context, bos_token_id=1,
             eos_token_id=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         )
         return _with_impl(GPT2LMHeadModel, config, impl)
     config = LlamaConfig(
         vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=context,
         bos_token_id=1, eos_token_id=2, pad_token_id=0,
     )
     return _with_impl(LlamaForCausalLM, config, impl)
@@ -132,8 +143,13 @@ def test_packed_logits_equal_each_document_alone(kind, impl, mode, tokenizer):
     docs = random_docs([11, 3, 7, 16, 5, 1, 9], vocab, seed=1)
     collator = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, attn_implementation=impl)
     batch = collator([{"input_ids": d} for d in docs])
-    assert batch["attention_mask"].shape[1:] == (1, 16, 16)
-    model = getattr(tiny_model(kind, impl, vocab), mode)()
+    assert "attention_mask" not in batch  # O(B x T): the model builds its block-causal mask itself
+    model = getattr(tiny_model(kind, impl, vocab), mode)()  # default config: use_cache=True
+    assert_each_document_alone(model, batch, docs)
+
+
+def assert_each_document_alone(model, batch, docs, tolerance=1e-5):
+    """Packed logits of every document equal its logits run alone (< tolerance), each doc found once."""
     with torch.no_grad():
         packed = model(**batch).logits  # (B, T, V)
         seen = []
@@ -142,9 +158,40 @@ def test_packed_logits_equal_each_document_alone(kind, impl, mode, tokenizer):
                 ids = batch["input_ids"][row, start:end]
                 if end > start and ids.tolist() in docs:
                     alone = model(input_ids=ids[None]).logits[0]
-                    assert (alone - packed[row, start:end]).abs().max() < 1e-5
+                    assert (alone - packed[row, start:end]).abs().max() < tolerance
                     seen.append(ids.tolist())
     assert sorted(seen) == sorted(docs)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("mode", ("train", "eval"))
+def test_packed_logits_equal_each_document_alone_at_4096(kind, impl, mode, tokenizer, one_torch_thread):
+    vocab = len(tokenizer)
+    docs = random_docs([2500, 1200, 3000, 900, 300, 40, 1], vocab, seed=3)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, attn_implementation=impl,
+                                       pad_to_multiple_of=64)  # 4041 tokens in the longer row, then padding
+    batch = collator([{"input_ids": d} for d in docs])
+    assert batch["input_ids"].shape == (2, 4096) and "attention_mask" not in batch
+    model = getattr(tiny_model(kind, impl, vocab, context=4096), mode)()
+    assert_each_document_alone(model, batch, docs)
+
+
+def test_long_packed_batch_is_linear_in_row_length(tokenizer):
+    """T = 8192, 8 rows: a few int64 values per position, no tensor that grows with T x T."""
+    width, rows = 8192, 8
+    g = torch.Generator().manual_seed(4)
+    lengths, total = [], 0
+    while total < rows * width - 2100:  # leaves room for best fit to close 8 rows
+        lengths.append(int(torch.randint(50, 2001, (), generator=g)))
+        total += lengths[-1]
+    docs = random_docs(lengths, len(tokenizer), seed=4)
+    batch = DataCollatorForCausalLM(tokenizer, max_length=width, packing=True)([{"input_ids": d} for d in docs])
+    b, t = batch["input_ids"].shape
+    assert b == rows and width - 100 < t <= width
+    tensors = [v for v in batch.values() if isinstance(v, torch.Tensor)]
+    assert max(x.numel() for x in tensors) <= b * t
+    assert sum(x.numel() * x.element_size() for x in tensors) <= 48 * b * t
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -170,6 +217,58 @@ def test_packed_loss_equals_per_document_reference_and_last_positions_get_no_gra
     for row in range(grad.shape[0]):
         for _, end in doc_spans(batch["position_ids"][row]):
             assert torch.equal(grad[row, end - 1], torch.zeros_like(grad[row, end - 1]))
+
+
+def tiny_opt(vocab: int, impl: str = "sdpa", context: int = 64):
+    """OPT builds its causal mask without position_ids: packed documents need a 4D mask."""
+    torch.manual_seed(0)
+    config = OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       ffn_dim=64, max_position_embeddings=context, word_embed_proj_dim=32, dropout=0.0)
+    return _with_impl(OPTForCausalLM, config, impl)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_model_whose_mask_ignores_position_ids_gets_the_4d_mask(impl, tokenizer):
+    vocab = len(tokenizer)
+    docs = random_docs([11, 3, 7, 16, 5], vocab, seed=5)
+    model = tiny_opt(vocab, impl).eval()
+    plain = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, attn_implementation=impl)
+    leaky = plain([{"input_ids": d} for d in docs])
+    with torch.no_grad(), pytest.raises(AssertionError):  # position_ids alone: OPT mixes documents
+        assert_each_document_alone(model, leaky, docs)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=model)
+    batch = collator([{"input_ids": d} for d in docs])
+    assert batch["attention_mask"].shape[1:] == (1, 16, 16)
+    assert_each_document_alone(model, batch, docs)
+
+
+def test_4d_mask_is_built_for_long_rows_only_when_asked(tokenizer):
+    vocab = len(tokenizer)
+    model = tiny_opt(vocab, context=4096)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, model=model)
+    with pytest.raises(ValueError, match="packed_attention='4d_mask'"):
+        collator([{"input_ids": [5] * 3000}, {"input_ids": [6] * 1000}])
+    asked = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, model=model, packed_attention="4d_mask")
+    assert asked([{"input_ids": [5] * 3000}, {"input_ids": [6] * 1000}])["attention_mask"].shape == (1, 1, 4000, 4000)
+
+
+def test_model_that_cannot_take_packed_documents_is_refused(tokenizer):
+    vocab = len(tokenizer)
+    bloom = BloomForCausalLM(BloomConfig(vocab_size=vocab, hidden_size=32, n_layer=2, n_head=2))
+    with pytest.raises(ValueError, match="BloomForCausalLM.*position_ids.*packing=False"):
+        DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=bloom)
+    DataCollatorForCausalLM(tokenizer, max_length=16, model=bloom)  # padding mode is fine
+    mamba = MambaForCausalLM(MambaConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, state_size=4))
+    with pytest.raises(ValueError, match="MambaForCausalLM"):
+        DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=mamba)
+
+
+def test_model_supplies_attention_implementation(tokenizer):
+    llama = tiny_model("llama", "eager", len(tokenizer))
+    collator = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=llama)
+    assert collator.attn_implementation == "eager"
+    batch = collator([{"input_ids": [5] * 5}, {"input_ids": [6] * 3}])
+    assert batch["use_cache"] is False and "attention_mask" not in batch
 
 
 def test_flash_attention_gets_cu_seq_lens_and_no_mask(tokenizer):
@@ -224,11 +323,8 @@ def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs
     # a target at t is always the next token of the same document
     targets = shift != -100
     assert (pos[:, 1:][targets[:, :-1]] == pos[:, :-1][targets[:, :-1]] + 1).all()
-    if impl in IMPLS:  # the 4D mask lets a query see exactly its own document's prefix
-        docs_ids = (pos == 0).long().cumsum(1)
-        same = docs_ids[:, :, None] == docs_ids[:, None, :]
-        allowed = same & torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()
-        assert torch.equal(batch["attention_mask"][:, 0] == 0, allowed)
+    if impl in IMPLS:  # no mask: the model isolates documents from position_ids, with no cache
+        assert "attention_mask" not in batch and batch["use_cache"] is False
 
 
 @settings(max_examples=200, deadline=None)
@@ -253,6 +349,7 @@ def test_padding_keeps_every_token_in_order(docs, max_length, tokenizer):
         ({"packing": True}, "packing=True needs max_length"),
         ({"pad_to_multiple_of": 0}, "pad_to_multiple_of"),
         ({"attn_implementation": "flex"}, "attn_implementation must be one of"),
+        ({"packed_attention": "mask"}, "packed_attention must be one of"),
         ({"return_tensors": "np"}, "return_tensors"),
         ({"mask_dtype": torch.int64}, "mask_dtype"),
     ],

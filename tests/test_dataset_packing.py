@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import BloomConfig, BloomForCausalLM, GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.dataset_packing import pack_dataset, pack_documents
@@ -20,6 +20,8 @@ def rows_to_documents(rows: dict) -> list[tuple[list[int], list[int] | None]]:
     for index, (ids, pos) in enumerate(zip(rows["input_ids"], rows["position_ids"])):
         labels = rows["labels"][index] if "labels" in rows else None
         assert pos == [p for n in _runs(pos) for p in range(n)]
+        # attention_mask numbers the row's documents 1, 2, ... (what survives a Trainer's column filter)
+        assert rows["attention_mask"][index] == [d + 1 for d, n in enumerate(_runs(pos)) for _ in range(n)]
         start = 0
         for n in _runs(pos):
             chunks.append((ids[start : start + n], None if labels is None else labels[start : start + n]))
@@ -58,7 +60,7 @@ def test_pack_documents_loses_and_duplicates_nothing(docs, max_length, strategy)
 def test_dataset_and_stream_give_the_same_rows(tokenizer, corpus):
     tokenized = tokenize_corpus(corpus["train"].select(range(40)), tokenizer)
     packed = pack_dataset(tokenized, max_length=256, buffer_size=16)
-    assert packed.column_names == ["input_ids", "position_ids"]
+    assert packed.column_names == ["input_ids", "position_ids", "attention_mask"]
 
     def generate():  # a stream whose features are unknown up front
         yield from tokenized
@@ -113,7 +115,27 @@ def test_stock_trainer_trains_on_packed_dataset(tokenizer, corpus, tmp_path):
     assert torch.isfinite(torch.tensor(result.training_loss))
     # remove_unused_columns kept position_ids: the batch carried document boundaries
     batch = next(iter(trainer.get_train_dataloader()))
-    assert "position_ids" in batch and batch["attention_mask"].dim() == 4
+    assert batch["position_ids"].shape == batch["input_ids"].shape and batch["use_cache"] is False
+    assert "attention_mask" not in batch  # O(B x T): the model builds the block-causal mask
+
+
+@pytest.mark.parametrize("streaming", (False, True))
+def test_stock_trainer_that_drops_the_boundaries_fails_loudly(streaming, tokenizer, tmp_path):
+    """Bloom's forward has no position_ids: remove_unused_columns=True drops them from the rows."""
+    docs = [[5 + (7 * i + j) % 900 for j in range(n)] for i, n in enumerate([9, 4, 12, 3, 7, 2, 30, 20] * 4)]
+    packed = pack_dataset(datasets.Dataset.from_dict({"input_ids": docs}), max_length=64)  # several per row
+    if streaming:
+        packed = packed.to_iterable_dataset()
+    config = BloomConfig(vocab_size=len(tokenizer), hidden_size=32, n_layer=2, n_head=2)
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, report_to=[],
+        use_cpu=True, save_strategy="no",
+    )
+    for packing in (False, True):
+        collator = DataCollatorForCausalLM(tokenizer, max_length=64, packing=packing)
+        trainer = Trainer(model=BloomForCausalLM(config), args=args, train_dataset=packed, data_collator=collator)
+        with pytest.raises(ValueError, match="position_ids.*remove_unused_columns=False"):
+            trainer.train()
 
 
 @pytest.mark.parametrize(

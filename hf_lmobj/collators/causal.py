@@ -7,14 +7,20 @@ Two modes:
   trained even when ``pad_token == eos_token``). A feature longer than ``max_length`` is split into
   several rows, never truncated.
 * **packing** (``packing=True``, ``max_length`` required): the batch's documents (longer ones split
-  into ``max_length`` chunks) are bin-packed best-fit-decreasing into rows of ``max_length``;
-  ``position_ids`` restart at 0 per document and the attention mask form suits
-  ``attn_implementation``: a 4D additive float mask ``[B, 1, T, T]`` for ``"eager"`` / ``"sdpa"``
-  (it isolates documents in train *and* eval mode; ``position_ids`` alone leak once a cache is
-  built), or no mask plus ``cu_seq_lens_q/k`` / ``max_length_q/k`` for flash-attention.
+  into ``max_length`` chunks) are bin-packed best-fit-decreasing (O(n log n)) into rows of
+  ``max_length``; ``position_ids`` restart at 0 per document. The batch stays O(B x T) at any row
+  length: with eager / sdpa / flex attention it carries ``use_cache=False`` and no mask, and
+  transformers builds the block-causal mask from ``position_ids`` inside the forward (in train
+  *and* eval mode: without ``use_cache=False`` the cache a stock model builds by default turns
+  that detection off); flash-attention gets ``cu_seq_lens_q/k`` / ``max_length_q/k``. Models whose
+  mask ignores ``position_ids`` get a 4D ``[B, 1, T, T]`` mask instead (pass ``model=`` and the
+  collator checks; see :mod:`hf_lmobj.collators.packed_attention`).
 
 Features may be pre-packed rows (from :func:`hf_lmobj.collators.dataset_packing.pack_dataset`)
-carrying ``position_ids`` (or ``seq_lengths``); their documents stay isolated in both modes.
+carrying ``position_ids`` (or ``seq_lengths``); their documents stay isolated in both modes. A
+``pack_dataset`` row that lost its ``position_ids`` (a stock ``Trainer`` with
+``remove_unused_columns=True`` and a model whose ``forward`` has no ``position_ids``) raises a
+``ValueError`` naming the fix, never a silent cross-document batch.
 
 Every mode emits ``labels`` (HF convention: aligned with ``input_ids``, the model shifts; -100 at
 padding and at every document's first token) and ``shift_labels`` (``shift_labels[:, t] ==
@@ -32,41 +38,38 @@ Example:
     True
     >>> packed = DataCollatorForCausalLM(tok, max_length=8, packing=True)(
     ...     [{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
-    >>> packed["position_ids"].tolist(), packed["attention_mask"].shape
-    ([[0, 1, 2, 0, 1]], torch.Size([1, 1, 5, 5]))
+    >>> packed["position_ids"].tolist(), packed["use_cache"], "attention_mask" in packed
+    ([[0, 1, 2, 0, 1]], False, False)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import InitVar, dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.collators.causal_features import FlatFeatures, read_features
 from hf_lmobj.collators.causal_packing import (
-    IGNORE_INDEX,
+    Layout,
     PackingStats,
-    Span,
     assemble_rows,
-    next_fit_rows,
-    pack_spans,
+    next_fit_layout,
+    pack_layout,
     round_up,
-    spans_from_position_ids,
-    spans_from_seq_lengths,
 )
-from hf_lmobj.collators.features import as_int_array, token_ids
-from hf_lmobj.collators.packing import (
-    block_attention_mask,
-    document_ids_from_position_ids,
-    flash_attention_kwargs,
+from hf_lmobj.collators.packed_attention import (
+    FLASH_IMPLEMENTATIONS,
+    MASK_IMPLEMENTATIONS,
+    PACKED_ATTENTION,
+    choose_packed_attention,
+    packed_attention_inputs,
 )
 
-MASK_IMPLEMENTATIONS = ("eager", "sdpa")
-FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
-BOUNDARY_KEYS = ("position_ids", "seq_lengths")
+ATTN_IMPLEMENTATIONS = MASK_IMPLEMENTATIONS + FLASH_IMPLEMENTATIONS
 
 
 def _tokenizer_adds(tokenizer: PreTrainedTokenizerBase) -> tuple[bool, bool]:
@@ -86,13 +89,21 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             Required with ``packing=True``.
         packing: bin-pack the batch's documents into rows of ``max_length``.
         pad_to_multiple_of: round the row length up to a multiple of this.
-        attn_implementation: the model's ``config._attn_implementation``; decides the packed
-            mask form ("eager" / "sdpa": 4D float mask; "flash_attention_2/3": cu_seq_lens kwargs).
+        attn_implementation: the model's attention ("eager", "sdpa", "flex_attention",
+            "flash_attention_2/3"); read from ``model`` when that is given.
+        packed_attention: how packed rows tell the model where documents are (see
+            :mod:`hf_lmobj.collators.packed_attention`): "auto" (default: ``position_ids`` +
+            ``use_cache=False``, or ``cu_seq_lens`` for flash-attention; what ``model`` needs when
+            given), "position_ids", "cu_seq_lens" or "4d_mask" (a ``[B, 1, T, T]`` float mask, at any
+            row length).
+        model: optional, read once and not kept: its attention implementation, its dtype (for a 4D
+            mask) and whether it can isolate packed documents from ``position_ids`` (else it gets
+            the 4D mask, or a ``ValueError`` when it cannot isolate them at all).
         add_bos / add_eos: put BOS first / EOS last in each (unpacked) feature unless already
             there. ``None`` follows the tokenizer: add exactly what it adds when encoding.
         return_shift_labels: emit ``shift_labels``; switch off for a model whose ``forward`` takes
             no ``**kwargs`` (``labels`` alone give the same loss: they are -100 at document starts).
-        mask_dtype: dtype of the 4D additive mask (use the model's dtype for half precision).
+        mask_dtype: dtype of a 4D additive mask (use the model's dtype for half precision).
         return_tensors: only ``"pt"``.
     """
 
@@ -101,29 +112,47 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     packing: bool = False
     pad_to_multiple_of: int | None = None
     attn_implementation: str = "sdpa"
+    packed_attention: str = "auto"
+    model: InitVar[Any] = None
     add_bos: bool | None = None
     add_eos: bool | None = None
     return_shift_labels: bool = True
     mask_dtype: torch.dtype = torch.float32
     return_tensors: str = "pt"
     _bos_eos: tuple[bool, bool] = field(default=(False, False), init=False, repr=False)
+    _form: str = field(default="position_ids", init=False, repr=False)
+    _refusal: str = field(default="", init=False, repr=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, model: Any) -> None:
         if self.max_length is not None and (not isinstance(self.max_length, int) or self.max_length <= 0):
             raise ValueError(f"max_length must be a positive int or None, got {self.max_length!r}")
         if self.packing and self.max_length is None:
             raise ValueError("packing=True needs max_length (the row length to pack documents into)")
         if self.pad_to_multiple_of is not None and self.pad_to_multiple_of <= 0:
             raise ValueError(f"pad_to_multiple_of must be positive or None, got {self.pad_to_multiple_of}")
-        if self.attn_implementation not in MASK_IMPLEMENTATIONS + FLASH_IMPLEMENTATIONS:
+        if model is not None:
+            config = getattr(model, "config", None)
+            self.attn_implementation = getattr(config, "_attn_implementation", None) or self.attn_implementation
+            dtype = getattr(model, "dtype", None)
+            if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+                self.mask_dtype = dtype
+        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ValueError(
-                f"attn_implementation must be one of {MASK_IMPLEMENTATIONS + FLASH_IMPLEMENTATIONS}, "
-                f"got {self.attn_implementation!r}; pass model.config._attn_implementation"
+                f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got "
+                f"{self.attn_implementation!r}; or pass model= to read it from the model"
             )
         if self.return_tensors != "pt":
             raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
         if not self.mask_dtype.is_floating_point:
             raise ValueError(f"mask_dtype must be a floating dtype (additive mask), got {self.mask_dtype}")
+        if self.packed_attention not in PACKED_ATTENTION:
+            raise ValueError(f"packed_attention must be one of {PACKED_ATTENTION}, got {self.packed_attention!r}")
+        try:  # a model that cannot isolate packed documents is refused where it would see them
+            self._form = choose_packed_attention(self.packed_attention, self.attn_implementation, model)
+        except ValueError as error:
+            if self.packing:
+                raise
+            self._form, self._refusal = "", str(error)  # padding mode: only pre-packed rows fail
         default_bos, default_eos = _tokenizer_adds(self.tokenizer)
         add_bos = default_bos if self.add_bos is None else self.add_bos
         add_eos = default_eos if self.add_eos is None else self.add_eos
@@ -132,90 +161,30 @@ class DataCollatorForCausalLM(DataCollatorMixin):
                 raise ValueError(f"add_{name}=True but the tokenizer has no {name}_token")
         self._bos_eos = (add_bos, add_eos)
 
-    # ----------------------------------------------------------------------------- features in
-    def _read_feature(self, feature: Any, index: int, vocab: int) -> tuple[np.ndarray, ...]:
-        """(ids, labels, valid) of one feature, validated; BOS/EOS added when asked."""
-        ids = token_ids(feature, index, vocab)  # (L,)
-        labels = ids
-        if feature.get("labels") is not None:
-            labels = as_int_array(feature["labels"], "labels", index)
-            if labels.size != ids.size:
-                raise ValueError(
-                    f"feature {index}: labels has length {labels.size} but input_ids has "
-                    f"{ids.size}; labels must align with input_ids (-100 = not trained)"
-                )
-            if bool(((labels != IGNORE_INDEX) & ((labels < 0) | (labels >= vocab))).any()):
-                raise ValueError(f"feature {index}: labels must be -100 or in [0, {vocab})")
-        valid = np.ones(ids.size, dtype=bool)
-        if feature.get("attention_mask") is not None:
-            valid = as_int_array(feature["attention_mask"], "attention_mask", index) != 0
-            if valid.size != ids.size:
-                raise ValueError(f"feature {index}: attention_mask length differs from input_ids")
-        if not any(key in feature for key in BOUNDARY_KEYS):
-            ids, labels, valid = self._add_special(ids, labels, valid)
-        return ids, labels, valid
-
-    def _add_special(self, ids, labels, valid) -> tuple[np.ndarray, ...]:
-        add_bos, add_eos = self._bos_eos
-        bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
-        if add_bos and int(ids[0]) != bos:
-            ids, labels = np.concatenate([[bos], ids]), np.concatenate([[IGNORE_INDEX], labels])
-            valid = np.concatenate([[True], valid])
-        if add_eos and int(ids[-1]) != eos:
-            ids, labels = np.concatenate([ids, [eos]]), np.concatenate([labels, [eos]])
-            valid = np.concatenate([valid, [True]])
-        return ids, labels, valid
-
-    def _feature_spans(self, feature: Mapping, index: int, start: int, length: int) -> list[Span]:
-        """The documents of one feature: itself, or its pre-packed documents."""
-        if feature.get("position_ids") is not None:
-            positions = as_int_array(feature["position_ids"], "position_ids", index)
-            if positions.size != length:
-                raise ValueError(f"feature {index}: position_ids length differs from input_ids")
-            try:
-                return spans_from_position_ids(positions.tolist(), start)
-            except ValueError as error:
-                raise ValueError(f"feature {index}: {error}") from None
-        if feature.get("seq_lengths") is not None:
-            lengths = as_int_array(feature["seq_lengths"], "seq_lengths", index).tolist()
-            if sum(lengths) != length:
-                raise ValueError(f"feature {index}: seq_lengths sum to {sum(lengths)}, not {length}")
-            return spans_from_seq_lengths(lengths, start)
-        return [(start, length)]
-
     # ----------------------------------------------------------------------------- layout
-    def _layout(self, features: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list, bool]:
-        """Flat ids / labels / valid, the rows of spans, and whether rows hold several documents."""
-        if len(features) == 0:
-            raise ValueError("empty batch: the collator needs at least one feature")
-        vocab = len(self.tokenizer)
-        ids, labels, valid, per_feature = [], [], [], []
-        start = 0
-        for index, feature in enumerate(features):
-            f_ids, f_labels, f_valid = self._read_feature(feature, index, vocab)
-            per_feature.append(self._feature_spans(feature, index, start, f_ids.size))
-            ids.append(f_ids)
-            labels.append(f_labels)
-            valid.append(f_valid)
-            start += f_ids.size
-        flat_valid = np.concatenate(valid)  # (N,)
-        prepacked = any(key in f for f in features for key in BOUNDARY_KEYS)
-        if self.packing or prepacked:
-            if not bool(flat_valid.all()):
-                raise ValueError(
-                    "packed / pre-packed features must not contain padding (attention_mask zeros); "
-                    "tokenize without padding"
-                )
-        if self.packing:
-            rows = pack_spans([span for spans in per_feature for span in spans], self.max_length)
-        else:
-            rows = [row for spans in per_feature for row in next_fit_rows(spans, self.max_length)]
-        return np.concatenate(ids), np.concatenate(labels), flat_valid, rows, self.packing or prepacked
+    def _read(self, features: Sequence[Any]) -> FlatFeatures:
+        add_bos, add_eos = self._bos_eos
+        return read_features(
+            features, len(self.tokenizer),
+            self.tokenizer.bos_token_id if add_bos else None,
+            self.tokenizer.eos_token_id if add_eos else None,
+        )
 
-    def _pad_id(self, rows: list, width: int) -> int:
+    def _layout(self, flat: FlatFeatures) -> Layout:
+        """Rows of chunks: bin-packed (packing) or one feature per row (padding mode)."""
+        if (self.packing or flat.prepacked) and flat.valid is not None:
+            raise ValueError(
+                "packed / pre-packed features must not contain padding (attention_mask zeros); "
+                "tokenize without padding"
+            )
+        if self.packing:
+            return pack_layout(flat.doc_starts, flat.doc_lengths, self.max_length)
+        return next_fit_layout(flat.doc_starts, flat.doc_lengths, flat.doc_feature, self.max_length)
+
+    def _pad_id(self, layout: Layout, width: int) -> int:
         pad = self.tokenizer.pad_token_id
         if pad is None:
-            if all(sum(n for _, n in row) == width for row in rows):
+            if bool((layout.fills == width).all()):
                 return 0  # no padding position exists; the id is never placed
             raise ValueError(
                 "the tokenizer has no pad_token but this batch needs padding; set "
@@ -229,26 +198,29 @@ class DataCollatorForCausalLM(DataCollatorMixin):
 
         ``stats.efficiency`` is the real-token fraction of the ``rows x row_length`` rectangle.
         """
-        flat_ids, _, flat_valid, rows, _ = self._layout(features)
-        width = round_up(max(sum(n for _, n in row) for row in rows), self.pad_to_multiple_of)
-        return PackingStats(int(flat_valid.sum()), len(rows), width)
+        flat = self._read(features)
+        layout = self._layout(flat)
+        width = round_up(layout.longest_row, self.pad_to_multiple_of)
+        real = flat.ids.size if flat.valid is None else int(flat.valid.sum())
+        return PackingStats(real, layout.num_rows, width)
 
     # ----------------------------------------------------------------------------- batch out
     def torch_call(self, features: Sequence[Any]) -> dict[str, Any]:
-        flat_ids, flat_labels, flat_valid, rows, packed = self._layout(features)
-        width = round_up(max(sum(n for _, n in row) for row in rows), self.pad_to_multiple_of)
-        pad_id = self._pad_id(rows, width)
-        out = assemble_rows(flat_ids, flat_labels, None if packed else flat_valid, rows, width, pad_id)
+        flat = self._read(features)
+        layout = self._layout(flat)
+        packed = self.packing or flat.prepacked
+        width = round_up(layout.longest_row, self.pad_to_multiple_of)
+        pad_id = self._pad_id(layout, width)
+        out = assemble_rows(flat.ids, flat.labels, None if packed else flat.valid, layout, width, pad_id)
         batch: dict[str, Any] = {"input_ids": out.input_ids, "labels": out.labels}  # (B, T) each
         if self.return_shift_labels:
             batch["shift_labels"] = out.shift_labels  # (B, T)
         if not packed:
             batch["attention_mask"] = torch.from_numpy(out.real.numpy().astype(np.int64))  # (B, T)
             return batch
+        if self._refusal:
+            raise ValueError(f"these features are pre-packed rows, but {self._refusal}")
         batch["position_ids"] = out.position_ids  # (B, T)
-        if self.attn_implementation in FLASH_IMPLEMENTATIONS:
-            batch.update(flash_attention_kwargs(out.position_ids))
-        else:
-            documents = document_ids_from_position_ids(out.position_ids)  # (B, T)
-            batch["attention_mask"] = block_attention_mask(documents, True, self.mask_dtype)  # (B,1,T,T)
+        asked = self.packed_attention != "auto"
+        batch.update(packed_attention_inputs(self._form, out.position_ids, self.mask_dtype, True, asked))
         return batch

@@ -1,15 +1,16 @@
-"""Pure tensor helpers behind :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`.
+"""Row layout behind :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`: chunks placed in rows.
 
-A batch is described by three flat tensors (``ids``, ``labels``, ``valid``: every feature's tokens
-back to back) and a *layout*: one list of spans ``(flat_start, length)`` per output row. Each span
-is one document (or one chunk of a longer document); its first token starts a fresh context, so it
-gets position 0 and label -100 (nothing before it in the row may predict it).
+A batch is a flat token stream (every feature's tokens back to back) and its documents, given as
+arrays of flat ``starts`` and ``lengths``. Documents longer than ``max_length`` are cut into
+chunks; a :class:`Layout` says which row each chunk goes to and at which offset. Each chunk starts
+a fresh context: its first token gets position 0 and label -100 (nothing before it in the row may
+predict it). Everything is numpy index arithmetic over arrays, O(tokens + chunks log chunks).
 
 Example:
-    >>> rows = pack_spans([(0, 3), (3, 2), (5, 4)], max_length=5)
-    >>> rows
-    [[(5, 4)], [(0, 3), (3, 2)]]
-    >>> out = assemble_rows(np.arange(9), np.arange(9), None, rows, width=5, pad_id=-1)
+    >>> layout = pack_layout(np.array([0, 3, 5]), np.array([3, 2, 4]), max_length=5)
+    >>> layout.rows.tolist(), layout.offsets.tolist(), layout.fills.tolist()
+    ([1, 1, 0], [0, 3, 0], [4, 5])
+    >>> out = assemble_rows(np.arange(9), np.arange(9), None, layout, width=5, pad_id=-1)
     >>> out.input_ids.tolist()
     [[5, 6, 7, 8, -1], [0, 1, 2, 3, 4]]
     >>> out.position_ids.tolist()
@@ -28,20 +29,38 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
-from hf_lmobj.collators.packing import best_fit_decreasing, chunk_lengths
+from hf_lmobj.collators.packing import best_fit_placement
 
 IGNORE_INDEX = -100
-Span = tuple[int, int]  # (start in the flat token stream, length)
 
 
 class AssembledRows(NamedTuple):
     """Tensors of one assembled batch, all (B, T)."""
 
     input_ids: torch.Tensor  # (B, T) int64, pad_id on padding
-    labels: torch.Tensor  # (B, T) int64, -100 on padding and at every span start
+    labels: torch.Tensor  # (B, T) int64, -100 on padding and at every chunk start
     shift_labels: torch.Tensor  # (B, T) int64, labels[:, t + 1]; -100 at the last position
-    position_ids: torch.Tensor  # (B, T) int64, 0 at every span start and at the padding start
+    position_ids: torch.Tensor  # (B, T) int64, 0 at every chunk start and at the padding start
     real: torch.Tensor  # (B, T) bool, True on real tokens (not collator padding)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each chunk of the stream goes: row ``rows[c]`` from column ``offsets[c]``."""
+
+    starts: np.ndarray  # (C,) flat start of each chunk
+    lengths: np.ndarray  # (C,)
+    rows: np.ndarray  # (C,)
+    offsets: np.ndarray  # (C,)
+    fills: np.ndarray  # (B,) tokens in each row
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.fills.size)
+
+    @property
+    def longest_row(self) -> int:
+        return int(self.fills.max()) if self.fills.size else 0
 
 
 @dataclass(frozen=True)
@@ -67,103 +86,107 @@ def round_up(value: int, multiple: int | None) -> int:
     return value if not multiple else -(-value // multiple) * multiple
 
 
-def chunk_spans(spans: Sequence[Span], max_length: int | None) -> list[Span]:
-    """Split every span longer than ``max_length`` into consecutive chunks (no token dropped).
+def chunk_documents(
+    starts: np.ndarray, lengths: np.ndarray, max_length: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut every document longer than ``max_length`` into consecutive chunks (no token dropped).
+
+    Returns ``(chunk_starts, chunk_lengths, chunk_document)``, in stream order.
 
     Example:
-        >>> chunk_spans([(0, 5), (5, 2)], max_length=2)
-        [(0, 2), (2, 2), (4, 1), (5, 2)]
+        >>> [a.tolist() for a in chunk_documents(np.array([0, 5]), np.array([5, 2]), max_length=2)]
+        [[0, 2, 4, 5], [2, 2, 1, 2], [0, 0, 0, 1]]
     """
-    if max_length is None:
-        return list(spans)
-    out: list[Span] = []
-    for start, length in spans:
-        for size in chunk_lengths(length, max_length):
-            out.append((start, size))
-            start += size
-    return out
+    starts, lengths = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+    if max_length is None or not lengths.size or int(lengths.max()) <= max_length:
+        return starts, lengths, np.arange(lengths.size)
+    pieces = -(-lengths // max_length)  # (D,) chunks per document
+    document = np.repeat(np.arange(lengths.size), pieces)  # (C,)
+    rank = np.arange(document.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)  # (C,) chunk index in its doc
+    chunk_starts = starts[document] + rank * max_length
+    chunk_lengths = np.minimum(max_length, lengths[document] - rank * max_length)
+    return chunk_starts, chunk_lengths, document
 
 
-def pack_spans(spans: Sequence[Span], max_length: int) -> list[list[Span]]:
-    """Best-fit-decreasing of the (chunked) spans into rows of at most ``max_length`` tokens."""
-    chunks = chunk_spans(spans, max_length)
-    bins = best_fit_decreasing([length for _, length in chunks], max_length)
-    return [[chunks[i] for i in members] for members in bins]
+def pack_layout(starts: np.ndarray, lengths: np.ndarray, max_length: int) -> Layout:
+    """Best-fit-decreasing of the documents' chunks into rows of at most ``max_length`` tokens."""
+    chunk_starts, chunk_lengths, _ = chunk_documents(starts, lengths, max_length)
+    placed, per_row = best_fit_placement(chunk_lengths, max_length)  # (C,), (B,)
+    rows = np.empty_like(chunk_lengths)
+    rows[placed] = np.repeat(np.arange(per_row.size), per_row)
+    sizes = chunk_lengths[placed]  # (C,) in row order
+    row_first = np.repeat(np.cumsum(per_row) - per_row, per_row)  # (C,) first chunk of its row
+    cumulative = np.cumsum(sizes) - sizes  # (C,) tokens before each chunk, over all rows
+    offsets = np.empty_like(chunk_lengths)
+    offsets[placed] = cumulative - cumulative[row_first] if placed.size else cumulative
+    fills = np.bincount(rows, weights=chunk_lengths, minlength=per_row.size).astype(np.int64)
+    return Layout(chunk_starts, chunk_lengths, rows, offsets, fills)
 
 
-def next_fit_rows(spans: Sequence[Span], max_length: int | None) -> list[list[Span]]:
-    """Keep the spans in order, starting a new row when the next chunk does not fit.
+def next_fit_layout(
+    starts: np.ndarray, lengths: np.ndarray, owners: np.ndarray, max_length: int | None
+) -> Layout:
+    """Keep the chunks in order; a new row starts with each owner (feature) and when one is full.
 
     Used in padding mode: one feature gives one row unless it is longer than ``max_length``.
 
     Example:
-        >>> next_fit_rows([(0, 3), (3, 3)], max_length=4)
-        [[(0, 3)], [(3, 3)]]
-        >>> next_fit_rows([(0, 5)], max_length=2)
-        [[(0, 2)], [(2, 2)], [(4, 1)]]
+        >>> layout = next_fit_layout(np.array([0, 3, 6]), np.array([3, 3, 5]), np.array([0, 0, 1]), 4)
+        >>> layout.rows.tolist(), layout.offsets.tolist(), layout.fills.tolist()
+        ([0, 1, 2, 3], [0, 0, 0, 0], [3, 3, 4, 1])
     """
-    rows: list[list[Span]] = [[]]
-    fill = 0
-    for start, length in chunk_spans(spans, max_length):
-        if rows[-1] and max_length is not None and fill + length > max_length:
-            rows.append([])
-            fill = 0
-        rows[-1].append((start, length))
-        fill += length
-    return rows if rows[-1] else rows[:-1]
-
-
-def _flat_index(rows: Sequence[Sequence[Span]], width: int) -> tuple[np.ndarray, ...]:
-    """Source index, destination index (into B*T) and offset inside the span of every token."""
-    starts, lengths, dests = [], [], []
-    for row_index, row in enumerate(rows):
-        offset = row_index * width
-        for start, length in row:
-            starts.append(start)
-            lengths.append(length)
-            dests.append(offset)
-            offset += length
-    length_a = np.asarray(lengths, dtype=np.int64)  # (S,)
-    first = np.cumsum(length_a) - length_a  # (S,) flat index of each span's first token
-    within = np.arange(int(length_a.sum()), dtype=np.int64) - np.repeat(first, length_a)  # (N,)
-    source = np.repeat(np.asarray(starts, dtype=np.int64), length_a) + within  # (N,)
-    dest = np.repeat(np.asarray(dests, dtype=np.int64), length_a) + within  # (N,)
-    return source, dest, within
+    chunk_starts, chunk_lengths, document = chunk_documents(starts, lengths, max_length)
+    chunk_owner = np.asarray(owners)[document].tolist()
+    rows, offsets, fills = [], [], []
+    previous = None
+    for owner, size in zip(chunk_owner, chunk_lengths.tolist()):
+        if owner != previous or (max_length is not None and fills[-1] + size > max_length):
+            fills.append(0)
+        rows.append(len(fills) - 1)
+        offsets.append(fills[-1])
+        fills[-1] += size
+        previous = owner
+    as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    return Layout(chunk_starts, chunk_lengths, as_array(rows), as_array(offsets), as_array(fills))
 
 
 def assemble_rows(
     ids: np.ndarray,
     labels: np.ndarray,
     valid: np.ndarray | None,
-    rows: Sequence[Sequence[Span]],
+    layout: Layout,
     width: int,
     pad_id: int,
 ) -> AssembledRows:
-    """Lay the spans of ``rows`` out into a (B, T=width) batch, right-padded.
+    """Lay the chunks out into a (B, T=width) batch, right-padded.
 
     ``ids``, ``labels`` and ``valid`` are flat (N,) arrays; ``valid`` (bool, optional) marks the
     tokens a feature's own ``attention_mask`` keeps. A label is kept only where the token is valid,
-    is not a span start, and follows a valid token: a target is always predicted from its own
+    is not a chunk start, and follows a valid token: a target is always predicted from its own
     document's real prefix. Padding positions count 0, 1, ... as one extra dummy document.
 
     The work is numpy index arithmetic (single-threaded: tiny multi-threaded torch kernels stall
     on a busy CPU); the results are wrapped as torch tensors without a copy.
     """
-    ids, labels = np.asarray(ids, dtype=np.int64), np.asarray(labels, dtype=np.int64)
-    batch = len(rows)
-    source, dest, within = _flat_index(rows, width)  # (N,) each
+    batch, lengths = layout.num_rows, layout.lengths
+    first = np.cumsum(lengths) - lengths  # (C,) index of each chunk's first token among the N
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(first, lengths)  # (N,)
+    source = np.repeat(layout.starts - first, lengths) + np.arange(within.size)  # (N,)
+    dest = np.repeat(layout.rows * width + layout.offsets - first, lengths) + np.arange(within.size)  # (N,)
     out_ids = np.full(batch * width, pad_id, dtype=np.int64)
-    out_labels = np.full(batch * width, IGNORE_INDEX, dtype=np.int64)
-    real = np.zeros(batch * width, dtype=bool)
     out_ids[dest] = ids[source]
-    out_labels[dest] = np.where(within == 0, IGNORE_INDEX, labels[source])
-    real[dest] = True if valid is None else np.asarray(valid, dtype=bool)[source]
-    fill = np.asarray([sum(length for _, length in row) for row in rows], dtype=np.int64)
-    positions = (np.arange(width)[None, :] - fill[:, None]).reshape(-1)  # padding part
+    out_labels = np.full(batch * width, IGNORE_INDEX, dtype=np.int64)
+    out_labels[dest] = labels[source]
+    out_labels[layout.rows * width + layout.offsets] = IGNORE_INDEX  # chunk starts
+    positions = (np.arange(width)[None, :] - layout.fills[:, None]).reshape(-1)  # padding part
     positions[dest] = within
-    labels_2d, real_2d = out_labels.reshape(batch, width), real.reshape(batch, width)
-    labels_2d[~real_2d] = IGNORE_INDEX
-    labels_2d[:, 1:][~real_2d[:, :-1]] = IGNORE_INDEX
+    labels_2d = out_labels.reshape(batch, width)
+    real = np.zeros(batch * width, dtype=bool)
+    real[dest] = True if valid is None else valid[source]
+    real_2d = real.reshape(batch, width)
+    if valid is not None:  # a label needs a real token and a real token before it
+        labels_2d[~real_2d] = IGNORE_INDEX
+        labels_2d[:, 1:][~real_2d[:, :-1]] = IGNORE_INDEX
     shifted = np.full_like(labels_2d, IGNORE_INDEX)  # (B, T)
     shifted[:, :-1] = labels_2d[:, 1:]
     return AssembledRows(
@@ -173,48 +196,6 @@ def assemble_rows(
         torch.from_numpy(positions.reshape(batch, width)),
         torch.from_numpy(real_2d),
     )
-
-
-def spans_from_position_ids(position_ids: Sequence[int], start: int = 0) -> list[Span]:
-    """Documents of one pre-packed row: a new span starts wherever the position is 0.
-
-    Raises ``ValueError`` unless positions restart at 0 for each document and count up by one.
-
-    Example:
-        >>> spans_from_position_ids([0, 1, 2, 0, 1, 0], start=10)
-        [(10, 3), (13, 2), (15, 1)]
-    """
-    pos = np.asarray(position_ids, dtype=np.int64)  # (L,)
-    counts_up = pos[1:] == pos[:-1] + 1  # (L-1,)
-    bad = np.flatnonzero((pos[1:] != 0) & ~counts_up)
-    if pos.size and pos[0] != 0:
-        bad = np.concatenate([[-1], bad])
-    if bad.size:
-        offset = int(bad[0]) + 1
-        previous = "the row start" if offset == 0 else int(pos[offset - 1])
-        raise ValueError(
-            "position_ids must restart at 0 for each document and count up by 1 "
-            f"(got {int(pos[offset])} after {previous} at offset {offset})"
-        )
-    starts = np.flatnonzero(pos == 0)  # (D,)
-    lengths = np.diff(np.append(starts, pos.size))  # (D,)
-    return [(start + int(s), int(n)) for s, n in zip(starts, lengths)]
-
-
-def spans_from_seq_lengths(seq_lengths: Sequence[int], start: int = 0) -> list[Span]:
-    """Documents of one pre-packed row given their lengths.
-
-    Example:
-        >>> spans_from_seq_lengths([3, 2], start=4)
-        [(4, 3), (7, 2)]
-    """
-    spans: list[Span] = []
-    for length in seq_lengths:
-        if int(length) <= 0:
-            raise ValueError(f"seq_lengths must be positive, got {list(seq_lengths)}")
-        spans.append((start, int(length)))
-        start += int(length)
-    return spans
 
 
 def packing_stats(
@@ -227,6 +208,7 @@ def packing_stats(
         >>> stats.num_rows, stats.row_length, stats.efficiency
         (2, 10, 1.0)
     """
-    rows = pack_spans([(0, length) for length in lengths], max_length)
-    width = round_up(max((sum(n for _, n in row) for row in rows), default=0), pad_to_multiple_of)
-    return PackingStats(num_tokens=int(sum(lengths)), num_rows=len(rows), row_length=width)
+    sizes = np.asarray(lengths, dtype=np.int64)
+    layout = pack_layout(np.cumsum(sizes) - sizes, sizes, max_length)
+    width = round_up(layout.longest_row, pad_to_multiple_of)
+    return PackingStats(num_tokens=int(sizes.sum()), num_rows=layout.num_rows, row_length=width)

@@ -2,11 +2,17 @@
 
 :func:`pack_dataset` works on a ``datasets.Dataset`` (``Dataset.map``, cached like any map) and on
 a streaming ``datasets.IterableDataset`` (lazily, holding at most ``buffer_size`` documents at a
-time). Each output row carries ``input_ids`` (plus ``labels`` when the input has them) and
+time). Each output row carries ``input_ids`` (plus ``labels`` when the input has them),
 ``position_ids`` restarting at 0 for each document, so
-:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` keeps the documents isolated.
-``position_ids`` is an argument of every causal LM's ``forward``, so ``Trainer``'s
-``remove_unused_columns`` keeps it.
+:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` keeps the documents isolated, and
+``attention_mask`` numbering the row's documents 1, 2, ... (every model reads it as "all real
+tokens"). A stock ``Trainer`` drops ``position_ids`` (``remove_unused_columns=True``) for a model
+whose ``forward`` has no such argument (Bloom, MPT, Mamba, RWKV, XLNet, ...: models that cannot
+isolate packed documents anyway); ``attention_mask`` survives, so the collator sees that the
+boundaries were lost and raises, naming the fix.
+
+The work is vectorised over Arrow buffers (no Python loop over tokens): the rows are built with
+one gather per column, and best-fit-decreasing is O(n log n) in documents.
 
 Two strategies, neither drops a token:
 
@@ -22,43 +28,78 @@ Example:
     >>> import datasets
     >>> ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]})
     >>> packed = pack_dataset(ds, max_length=5)
-    >>> packed.to_dict()
-    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'position_ids': [[0, 1, 2, 3], [0, 1, 2, 0, 1]]}
+    >>> packed.to_dict()["input_ids"], packed.to_dict()["position_ids"]
+    ([[6, 7, 8, 9], [1, 2, 3, 4, 5]], [[0, 1, 2, 3], [0, 1, 2, 0, 1]])
+    >>> packed.to_dict()["attention_mask"]
+    [[1, 1, 1, 1], [1, 1, 1, 2, 2]]
     >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()["input_ids"]
     [[1, 2, 3, 4], [5, 6, 7, 8], [9]]
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Sequence, TypeVar
 
 import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from hf_lmobj.collators.causal_packing import IGNORE_INDEX, Span, pack_spans
+from hf_lmobj.collators.causal_packing import IGNORE_INDEX, Layout, pack_layout
 
 STRATEGIES = ("best_fit", "fixed")
+PACKED_COLUMNS = ("input_ids", "position_ids", "attention_mask", "labels")
 DatasetT = TypeVar("DatasetT", datasets.Dataset, datasets.IterableDataset)
 
 
-def fixed_rows(lengths: Sequence[int], max_length: int) -> list[list[Span]]:
-    """Documents back to back cut every ``max_length`` tokens; spans index the concatenation.
+def fixed_layout(lengths: np.ndarray, max_length: int) -> Layout:
+    """Documents back to back cut every ``max_length`` tokens; chunks index the concatenation.
 
     Example:
-        >>> fixed_rows([3, 2, 4], max_length=4)
-        [[(0, 3), (3, 1)], [(4, 1), (5, 3)], [(8, 1)]]
+        >>> layout = fixed_layout(np.array([3, 2, 4]), max_length=4)
+        >>> list(zip(layout.starts.tolist(), layout.lengths.tolist(), layout.rows.tolist()))
+        [(0, 3, 0), (3, 1, 0), (4, 1, 1), (5, 3, 1), (8, 1, 2)]
     """
-    rows: list[list[Span]] = [[]]
-    room, start = max_length, 0
-    for length in lengths:
-        while length:
-            if room == 0:
-                rows.append([])
-                room = max_length
-            take = min(room, length)
-            rows[-1].append((start, take))
-            start, length, room = start + take, length - take, room - take
-    return rows if rows[-1] else rows[:-1]
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    cuts = np.union1d(np.cumsum(lengths) - lengths, np.arange(0, total, max_length))  # (C,) chunk starts
+    cuts = cuts[cuts < total]
+    sizes = np.diff(np.append(cuts, total))
+    rows = cuts // max_length
+    fills = np.bincount(rows, weights=sizes, minlength=-(-total // max_length)).astype(np.int64)
+    return Layout(cuts, sizes, rows, cuts % max_length, fills)
+
+
+def packed_rows(lengths: np.ndarray, max_length: int, strategy: str = "best_fit") -> dict[str, np.ndarray]:
+    """Where every token of the concatenated documents goes, as flat arrays in output-row order.
+
+    Returns ``source`` (N,) index into the concatenation, ``positions`` (N,) position in its
+    document chunk, ``documents`` (N,) the chunk's number in its row (1, 2, ...) and ``offsets``
+    (R + 1,) row boundaries. A chunk's first token has position 0.
+
+    Example:
+        >>> rows = packed_rows(np.array([3, 2, 4]), max_length=5)
+        >>> rows["source"].tolist(), rows["offsets"].tolist()
+        ([5, 6, 7, 8, 0, 1, 2, 3, 4], [0, 4, 9])
+        >>> rows["positions"].tolist(), rows["documents"].tolist()
+        ([0, 1, 2, 3, 0, 1, 2, 0, 1], [1, 1, 1, 1, 1, 1, 1, 2, 2])
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    keep = lengths > 0
+    if strategy == "best_fit":
+        layout = pack_layout(starts[keep], lengths[keep], max_length)
+    else:
+        layout = fixed_layout(lengths, max_length)
+    order = np.lexsort((layout.offsets, layout.rows))  # chunks in output order
+    sizes, rows = layout.lengths[order], layout.rows[order]
+    first = np.cumsum(sizes) - sizes  # (C,) output index of each chunk's first token
+    positions = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(first, sizes)  # (N,)
+    source = np.repeat(layout.starts[order], sizes) + positions  # (N,)
+    row_first_chunk = np.searchsorted(rows, rows, side="left")  # (C,) first chunk of each chunk's row
+    documents = np.repeat(np.arange(order.size) - row_first_chunk + 1, sizes)  # (N,)
+    offsets = np.concatenate([[0], np.cumsum(layout.fills)])
+    return {"source": source, "positions": positions, "documents": documents, "offsets": offsets}
 
 
 def pack_documents(
@@ -67,7 +108,7 @@ def pack_documents(
     labels: Sequence[Sequence[int]] | None = None,
     strategy: str = "best_fit",
 ) -> dict[str, list[list[int]]]:
-    """Pack token lists into rows: ``input_ids``, ``position_ids`` (and ``labels`` if given).
+    """Pack token lists into rows: ``input_ids``, ``position_ids``, ``attention_mask`` (and ``labels``).
 
     A chunk that continues a document gets label -100 at its first token (it has no prefix in
     its row), as the collator would give it anyway.
@@ -78,27 +119,48 @@ def pack_documents(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    lengths = [len(doc) for doc in documents]
-    if labels is not None and [len(row) for row in labels] != lengths:
+    lengths = np.fromiter(map(len, documents), np.int64, len(documents))
+    if labels is not None and [len(row) for row in labels] != lengths.tolist():
         raise ValueError("labels must have the same length as input_ids in every document")
-    if strategy == "best_fit":
-        offsets = [0, *itertools.accumulate(lengths)][:-1]
-        rows = pack_spans(list(zip(offsets, lengths)), max_length)
-    else:
-        rows = fixed_rows(lengths, max_length)
-    flat_ids = [token for doc in documents for token in doc]
-    flat_labels = None if labels is None else [label for row in labels for label in row]
-    out: dict[str, list[list[int]]] = {"input_ids": [], "position_ids": []}
-    if flat_labels is not None:
-        out["labels"] = []
-    for row in rows:
-        out["input_ids"].append([t for start, n in row for t in flat_ids[start : start + n]])
-        out["position_ids"].append([p for _, n in row for p in range(n)])
-        if flat_labels is not None:
-            out["labels"].append(
-                [IGNORE_INDEX if i == 0 else flat_labels[start + i] for start, n in row for i in range(n)]
-            )
-    return out
+    flat = np.fromiter((t for doc in documents for t in doc), np.int64, int(lengths.sum()))
+    flat_labels = None
+    if labels is not None:
+        flat_labels = np.fromiter((t for row in labels for t in row), np.int64, int(lengths.sum()))
+    table = _pack_columns(flat, flat_labels, lengths, max_length, strategy)
+    return {name: table[name].to_pylist() for name in table.column_names}
+
+
+def _pack_columns(
+    ids: np.ndarray, labels: np.ndarray | None, lengths: np.ndarray, max_length: int, strategy: str
+) -> pa.Table:
+    """The packed rows of flat ``ids`` (and ``labels``) as an Arrow table (one gather per column)."""
+    rows = packed_rows(lengths, max_length, strategy)
+    offsets = pa.array(rows["offsets"].astype(np.int32 if rows["offsets"][-1] < 2**31 else np.int64))
+    list_of = pa.ListArray if offsets.type == pa.int32() else pa.LargeListArray
+    columns = {
+        "input_ids": list_of.from_arrays(offsets, pa.array(ids[rows["source"]])),
+        "position_ids": list_of.from_arrays(offsets, pa.array(rows["positions"].astype(np.int32))),
+        "attention_mask": list_of.from_arrays(offsets, pa.array(rows["documents"].astype(np.int32))),
+    }
+    if labels is not None:
+        gathered = labels[rows["source"]]
+        gathered[rows["positions"] == 0] = IGNORE_INDEX
+        columns["labels"] = list_of.from_arrays(offsets, pa.array(gathered))
+    return pa.table(columns)
+
+
+def _pack_table(table: pa.Table, max_length: int, strategy: str) -> pa.Table:
+    """``Dataset.map`` function over Arrow batches: the documents of ``table`` as packed rows."""
+    ids_column = table.column("input_ids").combine_chunks()
+    lengths = pc.list_value_length(ids_column).to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = ids_column.flatten().to_numpy(zero_copy_only=False)
+    labels = None
+    if "labels" in table.column_names:
+        labels_column = table.column("labels").combine_chunks()
+        if pc.list_value_length(labels_column).to_numpy(zero_copy_only=False).tolist() != lengths.tolist():
+            raise ValueError("labels must have the same length as input_ids in every document")
+        labels = labels_column.flatten().to_numpy(zero_copy_only=False).astype(ids.dtype, copy=False)
+    return _pack_columns(ids, labels, lengths, max_length, strategy)
 
 
 def _column_names(dataset: datasets.Dataset | datasets.IterableDataset) -> list[str]:
@@ -139,10 +201,15 @@ def pack_dataset(
     if "position_ids" in columns or "seq_lengths" in columns:
         raise ValueError("dataset is already packed (it has position_ids / seq_lengths)")
 
-    def pack(batch: dict[str, list[Any]]) -> dict[str, list[list[int]]]:
-        return pack_documents(batch["input_ids"], max_length, batch.get("labels"), strategy)
 
-    kwargs: dict[str, Any] = {"batched": True, "batch_size": buffer_size, "remove_columns": columns}
+    # Other columns describe documents, not rows: removed. A Dataset removes them before writing the
+    # function's columns; a stream removes them from what the function returns, so keep ours there.
+    kwargs: dict[str, Any] = {
+        "batched": True, "batch_size": buffer_size, "remove_columns": columns,
+        "fn_kwargs": {"max_length": max_length, "strategy": strategy},
+    }
     if isinstance(dataset, datasets.Dataset):
         kwargs.update(num_proc=num_proc, desc=f"pack into rows of {max_length}")
-    return dataset.map(pack, **kwargs)
+    else:
+        kwargs["remove_columns"] = [c for c in columns if c not in PACKED_COLUMNS]
+    return dataset.with_format("arrow").map(_pack_table, **kwargs).with_format(None)
