@@ -8,8 +8,9 @@ Example:
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> data = prepare_objective_data("clm", tok, load_stdlib_corpus(max_documents=200),
     ...                               DataArguments(max_length=64))
-    >>> len(data.train_dataset[0]["input_ids"]) <= 64, sorted(data.collator([data.train_dataset[0]]))[:2]
-    (True, ['attention_mask', 'input_ids'])
+    >>> batch = data.collator([data.train_dataset[0]])
+    >>> len(data.train_dataset[0]["input_ids"]) <= 64, {"input_ids", "labels"} <= set(batch)
+    (True, True)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import datasets
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
@@ -67,6 +69,7 @@ class ObjectiveData:
     collator: Callable[[list[dict[str, Any]]], dict[str, Any]]
     hyperparameters: dict[str, Any]
     callbacks: list[TrainerCallback] = field(default_factory=list)
+    train_documents: datasets.Dataset | None = None  # clm: the tokenized training documents, before packing
 
 
 def prepare_objective_data(
@@ -115,7 +118,7 @@ def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: st
         "train_tokens": train_tokens,
         "packing_efficiency": round(train_tokens / max(train.num_rows * args.max_length, 1), 4),
     }
-    return ObjectiveData(train, evaluation, collator, hyperparameters)
+    return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=tokenized["train"])
 
 
 def _masked_data(tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
@@ -204,10 +207,13 @@ def split_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Data
 
 
 @torch.no_grad()
-def masked_token_accuracy(model: PreTrainedModel, dataset: datasets.Dataset, collator, batch_size: int = 16) -> float:
-    """Share of selected (label != -100) positions whose argmax prediction is the original token.
+def target_token_accuracy(model: PreTrainedModel, dataset: datasets.Dataset, collator, batch_size: int = 16) -> float:
+    """Share of target (label != -100) positions whose argmax prediction is the label.
 
-    Batches are collated by ``collator`` (pass a fresh, seeded one for comparable figures).
+    Masked LM: the selected positions, predicted from the corrupted input. Span corruption: every
+    target token (sentinels, span tokens, EOS), predicted under teacher forcing from the corrupted
+    input and the true target prefix. Batches are collated by ``collator`` (pass a fresh, seeded one
+    for comparable figures).
     """
     was_training = model.training
     model.eval()
@@ -222,3 +228,16 @@ def masked_token_accuracy(model: PreTrainedModel, dataset: datasets.Dataset, col
         total += int(selected.sum())
     model.train(was_training)
     return correct / max(total, 1)
+
+
+def unigram_entropy(dataset: datasets.Dataset, column: str = "input_ids") -> float:
+    """Entropy (nats per token) of the token frequencies of ``dataset``: the loss of a model that ignores context.
+
+    Example:
+        >>> round(unigram_entropy(datasets.Dataset.from_dict({"input_ids": [[1, 2], [1, 1]]})), 4)  # 3/4, 1/4
+        0.5623
+    """
+    flat = dataset.with_format("arrow")[column].combine_chunks().flatten().to_numpy()
+    counts = np.bincount(flat)
+    p = counts[counts > 0] / flat.size
+    return float(-(p * np.log(p)).sum())

@@ -16,8 +16,9 @@ model card) into ``--output_dir``.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +29,15 @@ from transformers import AutoTokenizer, TrainingArguments, set_seed
 from hf_lmobj.cards import write_model_card
 from hf_lmobj.compression import compression_bits_per_byte
 from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
+from hf_lmobj.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
 from hf_lmobj.data import build_tokenizer, load_text_splits
-from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, perplexity_from_sums, score_texts
+from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
 from hf_lmobj.models import ModelArguments, build_model
+from hf_lmobj.ngram import KneserNeyLM
+from hf_lmobj.phase_timer import PhaseTimer
 from hf_lmobj.pretraining import (
-    CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, DataArguments, masked_token_accuracy, prepare_objective_data,
+    CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, SEQ2SEQ_OBJECTIVES, DataArguments, prepare_objective_data,
+    target_token_accuracy, unigram_entropy,
 )
 from hf_lmobj.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.trainer import ObjectiveTrainer
@@ -43,7 +48,12 @@ class ReportArguments:
     """What the end of the run measures and shows."""
 
     eval_batch_size: int = field(default=16, metadata={"help": "Windows per forward pass when scoring the validation text."})
-    eval_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = max_length // 2."})
+    eval_max_length: int | None = field(default=None, metadata={"help": "Window length when scoring; None = max_length."})
+    eval_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = window // 2."})
+    ngram_orders: list[int] = field(
+        default_factory=lambda: [3, 4, 5],
+        metadata={"help": "clm: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."},
+    )
     sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
     sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
     sample_top_p: float = field(default=0.9, metadata={"help": "Nucleus of the sampled continuation."})
@@ -51,48 +61,89 @@ class ReportArguments:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    data_args, model_args, report_args, train_args = parse_args_with_config(
-        (DataArguments, ModelArguments, ReportArguments, TrainingArguments), cpu_aware_argv(argv)
+    data_args, model_args, report_args, runtime_args, train_args = parse_args_with_config(
+        (DataArguments, ModelArguments, ReportArguments, RuntimeArguments, TrainingArguments), cpu_aware_argv(argv)
     )
+    timer = PhaseTimer()
+    threads = _thread_control(runtime_args)
     set_seed(train_args.seed)
-    splits = load_text_splits(
-        data_args.dataset_name, data_args.dataset_config, data_args.text_column,
-        data_args.validation_fraction, data_args.max_documents,
-    )
-    tokenizer = (
-        AutoTokenizer.from_pretrained(data_args.tokenizer_name)
-        if data_args.tokenizer_name
-        else build_tokenizer(data_args.vocab_size)
-    )
-    model = build_model(data_args.objective, tokenizer, model_args)
-    with train_args.main_process_first(desc="prepare data"):
-        data = prepare_objective_data(data_args.objective, tokenizer, splits, data_args, model, train_args.seed)
+    with timer.phase("corpus"):
+        splits = load_text_splits(
+            data_args.dataset_name, data_args.dataset_config, data_args.text_column,
+            data_args.validation_fraction, data_args.max_documents,
+        )
+    with timer.phase("tokenizer"):
+        tokenizer = (
+            AutoTokenizer.from_pretrained(data_args.tokenizer_name)
+            if data_args.tokenizer_name
+            else build_tokenizer(data_args.vocab_size)
+        )
+    with timer.phase("data"):
+        model = build_model(data_args.objective, tokenizer, model_args)
+        with train_args.main_process_first(desc="prepare data"):
+            data = prepare_objective_data(data_args.objective, tokenizer, splits, data_args, model, train_args.seed)
     trainer = ObjectiveTrainer(
-        model=model, args=train_args, callbacks=data.callbacks,
+        model=model, args=train_args, callbacks=[*data.callbacks, *([threads] if threads else [])],
         data_collator=data.collator, train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
     )
-    trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint)
-    metrics = trainer.evaluate()
-    validation_texts = splits["validation"][data_args.text_column]
+    with timer.phase("training"):
+        train_metrics = trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint).metrics
+    with timer.phase("evaluation"):
+        metrics = trainer.evaluate()
+        if data_args.objective not in CAUSAL_OBJECTIVES:  # a fresh collator: epoch 0 noise, comparable across runs
+            fresh = copy.copy(data.collator)
+            fresh.set_epoch(0)
+            name = "eval_masked_accuracy" if data_args.objective in MASKED_OBJECTIVES else "eval_span_accuracy"
+            metrics[name] = target_token_accuracy(trainer.model, data.eval_dataset, fresh)
+    metrics.update(_train_statistics(train_metrics, trainer, data))
+    validation_texts = list(splits["validation"][data_args.text_column])
     if data_args.objective in CAUSAL_OBJECTIVES:
-        metrics.update(_score_texts(trainer.model, tokenizer, validation_texts, data_args, report_args))
-    if data_args.objective in MASKED_OBJECTIVES:  # a fresh collator: epoch 0 masks, comparable across runs
-        fresh = dataclasses.replace(data.collator, epoch=0)
-        metrics["eval_masked_accuracy"] = masked_token_accuracy(trainer.model, data.eval_dataset, fresh)
+        with timer.phase("scoring"):
+            if threads:
+                threads.adapt()
+            metrics.update(_score_texts(trainer.model, tokenizer, validation_texts, data_args, report_args))
     # Collective work on every rank (FSDP2 / ZeRO-3 gather the full state dict and run the sharded
     # model together); files are written and lines printed by the main process only.
-    trainer.save_model(train_args.output_dir)
-    sample = _sample(trainer.model, tokenizer, report_args) if data_args.objective in CAUSAL_OBJECTIVES else None
+    with timer.phase("saving"):
+        trainer.save_model(train_args.output_dir)
+    sample = None
+    if data_args.objective in CAUSAL_OBJECTIVES:
+        with timer.phase("sampling"):
+            sample = _sample(trainer.model, tokenizer, report_args)
     if trainer.is_world_process_zero():
-        _write_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, validation_texts, sample)
+        baselines = {}
+        if data_args.objective in CAUSAL_OBJECTIVES:
+            baselines = _baselines(data, tokenizer, validation_texts, report_args, timer)
+            metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
+        _write_and_report(
+            trainer, tokenizer, metrics, baselines, data, data_args, model_args, report_args, sample, timer, threads
+        )
     return metrics
+
+
+def _thread_control(runtime_args: RuntimeArguments) -> AdaptiveThreadsCallback | None:
+    """Fixed torch threads when asked for, else a callback that follows the cores left free."""
+    if runtime_args.torch_threads is not None:
+        torch.set_num_threads(runtime_args.torch_threads)
+        return None
+    return AdaptiveThreadsCallback(runtime_args.thread_check_steps)
+
+
+def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
+    """Training throughput (tokens per second of the training phase) and the unigram entropy of the tokens."""
+    stats = {"train_runtime": train_metrics["train_runtime"], "train_unigram_entropy": unigram_entropy(data.train_dataset)}
+    if trainer.state.num_input_tokens_seen:
+        stats["train_tokens_seen"] = trainer.state.num_input_tokens_seen
+        stats["train_tokens_per_second"] = trainer.state.num_input_tokens_seen / train_metrics["train_runtime"]
+    return stats
 
 
 def _score_texts(model, tokenizer, texts, data_args, report_args) -> dict[str, float]:
     """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows)."""
-    stride = report_args.eval_stride or max(data_args.max_length // 2, 1)
+    window = report_args.eval_max_length or data_args.max_length
+    stride = report_args.eval_stride or max(window // 2, 1)
     scores = score_texts(
-        model, tokenizer, texts, max_length=data_args.max_length, stride=stride,
+        model, tokenizer, texts, max_length=window, stride=stride,
         batch_size=report_args.eval_batch_size, progress=False,
     )
     nll, tokens, num_bytes = ([getattr(s, name) for s in scores] for name in ("nll", "num_tokens", "num_bytes"))
@@ -104,7 +155,37 @@ def _score_texts(model, tokenizer, texts, data_args, report_args) -> dict[str, f
     }
 
 
-def _write_and_report(trainer, tokenizer, metrics, data, data_args, model_args, report_args, texts, sample) -> None:
+def _baselines(data, tokenizer, texts, report_args, timer: PhaseTimer) -> dict[str, float]:
+    """Bits per byte of the same validation texts under Kneser-Ney n-grams (same training tokens) and compressors.
+
+    Keys are display names (``"Kneser-Ney 5-gram"``, ``"xz -9e"``), in the order they are printed.
+    """
+    out: dict[str, float] = {}
+    if report_args.ngram_orders and data.train_documents is not None:
+        with timer.phase("n-gram"):
+            documents = data.train_documents.with_format("numpy")["input_ids"]
+            lm = KneserNeyLM.fit(documents, max(report_args.ngram_orders), len(tokenizer))
+            sequences = encode_texts(tokenizer, texts, add_start_token=True)  # the tokens the model is scored on
+            num_bytes = [len(text.encode("utf-8")) for text in texts]
+            for order in sorted(report_args.ngram_orders):
+                out[f"Kneser-Ney {order}-gram"] = bits_per_byte_from_sums(lm.sequence_nll(sequences, order), num_bytes)
+    with timer.phase("compressors"):
+        out.update(compression_bits_per_byte(texts))
+    return out
+
+
+def baseline_key(name: str) -> str:
+    """The metrics.json key of a baseline's bits per byte.
+
+    >>> baseline_key("Kneser-Ney 5-gram"), baseline_key("xz -9e")
+    ('baseline_kneser_ney_5_gram_bits_per_byte', 'baseline_xz_9e_bits_per_byte')
+    """
+    return "baseline_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") + "_bits_per_byte"
+
+
+def _write_and_report(
+    trainer, tokenizer, metrics, baselines, data, data_args, model_args, report_args, sample, timer, threads
+) -> None:
     output = Path(trainer.args.output_dir)
     tokenizer.save_pretrained(output)
     (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
@@ -121,14 +202,36 @@ def _write_and_report(trainer, tokenizer, metrics, data, data_args, model_args, 
     )
     print(f"\n== {data_args.objective} run written to {output}")
     for key, value in metrics.items():
-        print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
-    if data_args.objective in CAUSAL_OBJECTIVES:
-        print("  bits per byte on the same validation text:")
-        print(f"    {'this model':12s} {metrics['validation_bits_per_byte']:.3f}")
-        for name, rate in compression_bits_per_byte(texts).items():
-            print(f"    {name:12s} {rate:.3f}")
+        if not key.startswith("baseline_"):
+            print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
+    if data_args.objective not in CAUSAL_OBJECTIVES:
+        print(f"  eval_loss {metrics['eval_loss']:.3f} vs unigram entropy of the training tokens "
+              f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)")
+    else:
+        _print_comparison(metrics, baselines)
+    threads_line = threads.summary() if threads else f"fixed at {torch.get_num_threads()}"
+    print(f"  time (wall clock; torch threads {threads_line}):")
+    for line in timer.lines():
+        print(f"    {line}")
+    if "train_tokens_per_second" in metrics:
+        print(f"    training throughput {metrics['train_tokens_per_second']:,.0f} tokens/s "
+              f"({metrics['train_tokens_seen']:,} tokens)")
+    if sample is not None:
         print(f"  sample ({report_args.sample_prompt!r}, top_p={report_args.sample_top_p}):")
         print(sample)
+
+
+def _print_comparison(metrics: dict[str, float], baselines: dict[str, float]) -> None:
+    print(f"  bits per byte on the same validation text ({metrics['validation_bytes']:,} bytes):")
+    print(f"    {'this model':20s} {metrics['validation_bits_per_byte']:.3f}")
+    ngrams = {name: rate for name, rate in baselines.items() if name.startswith("Kneser-Ney")}
+    if ngrams:
+        best = min(ngrams, key=ngrams.get)
+        tried = ", ".join(f"{name.split()[1].split('-')[0]}: {rate:.3f}" for name, rate in ngrams.items())
+        print(f"    {best:20s} {ngrams[best]:.3f}   (n chosen on this text; {tried})")
+    for name, rate in baselines.items():
+        if name not in ngrams:
+            print(f"    {name:20s} {rate:.3f}")
 
 
 def _sample(model, tokenizer, report_args) -> str:

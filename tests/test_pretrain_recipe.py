@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ from safetensors.torch import load_file
 from transformers import TrainingArguments
 
 from hf_lmobj.config_parsing import parse_args_with_config
+from hf_lmobj.cpu_threads import RuntimeArguments
 from hf_lmobj.models import ModelArguments
 from hf_lmobj.pretraining import DataArguments
 
@@ -43,8 +45,9 @@ def load_recipe():
 @pytest.mark.parametrize("config", PRETRAIN_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_config_parses_and_names_its_objective(config):
     recipe = load_recipe()
-    data, model, report, train = parse_args_with_config(
-        (DataArguments, ModelArguments, recipe.ReportArguments, TrainingArguments), ["--config", str(config)]
+    data, model, report, runtime, train = parse_args_with_config(
+        (DataArguments, ModelArguments, recipe.ReportArguments, RuntimeArguments, TrainingArguments),
+        ["--config", str(config)],
     )
     folder_objectives = {"clm": {"clm"}, "mlm": {"mlm"}, "span": {"span", "ul2"}}
     assert data.objective in folder_objectives[config.parent.name]
@@ -76,11 +79,18 @@ def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config,
     results = {r.metric_type: r.metric_value for r in card.data.eval_results}
     assert results["loss"] == saved["eval_loss"]
     assert objective in card.data.tags
+    assert 0 < saved["train_unigram_entropy"] < math.log(1024)
     if objective == "clm":
         assert results["bits_per_byte"] == saved["validation_bits_per_byte"]
         assert saved["validation_bytes"] > saved["validation_tokens"] > 0
-    if objective == "mlm":
-        assert 0.0 <= saved["eval_masked_accuracy"] <= 1.0
+        baselines = {k for k in saved if k.startswith("baseline_")}
+        assert baselines == {f"baseline_kneser_ney_{n}_gram_bits_per_byte" for n in (3, 4, 5)} | {
+            "baseline_zlib_9_bits_per_byte", "baseline_bz2_9_bits_per_byte", "baseline_xz_9e_bits_per_byte"}
+        assert all(0 < saved[k] < 8 for k in baselines)
+        assert not any(k.startswith("baseline_") for k in results), "baselines are not the model's results"
+    accuracy = {"mlm": "eval_masked_accuracy", "span": "eval_span_accuracy", "ul2": "eval_span_accuracy"}
+    if objective in accuracy:
+        assert 0.0 <= saved[accuracy[objective]] <= 1.0
 
 
 def run_recipe(args: list[str], launcher: list[str]) -> subprocess.CompletedProcess:
