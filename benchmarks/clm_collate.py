@@ -1,52 +1,68 @@
-"""Causal-LM collation: tokens/s and real-token fraction, ours vs what a transformers user would use.
+"""Causal-LM collation: tokens/s, batch size and real-token fraction, ours vs what a transformers user would use.
 
-Claim: ``DataCollatorForCausalLM`` keeps every token and, when packing a stream of documents,
-fills >= 99% of the ``rows x max_length`` rectangle with real tokens. Its padding mode and its
-flash-attention packing collate faster than transformers' collators; packing for eager/sdpa
-pays for the 4D ``[B, 1, T, T]`` float mask (4 * T bytes per token, 1.3 GB per pass here), the
-price of isolating documents on those kernels in train and eval mode.
+Claims:
 
-Setup (one process, side by side):
+1. ``DataCollatorForCausalLM`` keeps every token and, packing a stream of documents, fills >= 99%
+   of the ``rows x max_length`` rectangle with real tokens, faster than transformers' collators.
+2. Long context: at T = 1k, 4k and 8k the packing collator (best-fit bin packing, documents
+   isolated on eager / sdpa) delivers at least the tokens/s of ``DataCollatorWithFlattening``, in a
+   batch of <= 48 bytes per position (no ``[B, 1, T, T]`` mask).
+3. ``pack_dataset`` is at least as fast as TRL's ``pack_dataset`` (best-fit decreasing).
+4. The model side is no worse: one forward + backward of a tiny Llama (sdpa) on our 4096-token
+   rows costs no more time or memory than the same documents through transformers' flattening.
 
-* data: 64 documents of the embedded corpus's train split (every k-th file in path order, so short
-  and long files both appear), tokenized with the default tokenizer (``build_tokenizer()``, vocab
-  8192) plus EOS, ``max_length`` 1024. Most stdlib files are longer than 1024 tokens.
-* a training batch is 8 rows (or, for collators that take documents, 8 documents).
-* competitors: ``DataCollatorForLanguageModeling(mlm=False)`` fed the way its docs suggest
-  (documents truncated to ``max_length`` by the tokenizer: the tokens past 1024 are lost), and the
-  same collator fed 1024-token chunks of the documents (nothing lost; each chunk padded to the
-  batch's longest); ``DataCollatorWithFlattening`` fed the same chunks (8 per batch, flattened
-  into one row: no padding, but a row of up to 8 x 1024 tokens, and position_ids alone isolate
-  documents only under flash-attention or train mode without a cache).
-* ours: padding mode (documents split into 1024-chunk rows), packing mode per batch of 8 documents
-  (4D sdpa mask, or flash-attention kwargs instead of the mask), and packing the *stream*: ``pack_documents`` (what ``pack_dataset`` maps) over
-  all 64 documents, then the collator on 8-row batches (timing includes the packing). Packing
-  only one small batch leaves each batch's last row part-empty; packing the stream leaves one.
+Setup (one process, side by side, one torch thread as in DataLoader workers):
 
-``tokens/s`` counts real (non-padding) tokens delivered per second of collation; ``real`` is the
-share of the returned ``input_ids`` rectangle that is real tokens; ``kept`` is the share of the
-corpus tokens that reach the batch. Ratios are against ``DataCollatorForLanguageModeling``.
-All collators run with one torch thread, as in DataLoader workers.
-Run: ``python benchmarks/clm_collate.py`` (about a minute on 2 cores).
+* section 1: 64 documents of the embedded corpus's train split (every k-th file in path order),
+  tokenized with the default tokenizer (vocab 8192) plus EOS, ``max_length`` 1024, batches of 8.
+  Competitors: ``DataCollatorForLanguageModeling(mlm=False)`` on documents truncated to 1024
+  (tokens past 1024 are lost) and on 1024-token chunks (nothing lost), ``DataCollatorWithFlattening``
+  on the chunks (one row of up to 8 x 1024 tokens). Ours: padding mode, packing per batch of 8
+  documents (sdpa form: ``position_ids`` + ``use_cache=False``; flash form: ``cu_seq_lens``), and
+  packing the whole stream with ``pack_documents`` (what ``pack_dataset`` maps) then collating 8 rows.
+* section 2: for each T, random documents of 50 to 2,000 tokens (uniform), enough for 8 rows of T;
+  ``DataCollatorWithFlattening`` gets the same features (one row of every token: no bin packing, no
+  padding). ``batch MiB`` counts every tensor returned; ``real`` is the real-token share of the
+  returned ``input_ids``; the old 4D form (``packed_attention="4d_mask"``) is shown at 1k and 4k.
+* section 3: 20,000 documents with log-normal lengths (median 500 tokens, mean about 800, like
+  the functions and classes of stdlib files; random ids), packed into rows of 2048, batches of 1000
+  documents, best of 3. TRL's ``pack_dataset`` is timed when ``import trl`` works (install it with
+  ``pip install trl``: it resolves with transformers 5 without changing other packages), both
+  ``"bfd"`` (its default: truncates documents longer than the row, tokens lost) and ``"bfd_split"``
+  (splits them, like ours). Without trl the row says so and only our figure is printed.
+* section 4: a Llama of hidden 64, 2 layers, 4 heads, vocab 8192, sdpa, train mode. The same
+  documents (50 to 2,000 tokens, 95% of 2 x 4096) as our 2 packed rows of 4096, and as transformers'
+  one flattened row (``DataCollatorWithFlattening`` + ``use_cache=False``; without it the model
+  builds a cache and mixes documents). Each runs in a fresh process; peak memory is the growth of
+  the process's peak RSS over the forward + backward passes, time the best of 2.
+
+Run: ``python benchmarks/clm_collate.py`` (about 2 minutes on 2 cores); ``--sections 2 3`` runs some.
 """
 
 from __future__ import annotations
 
+import argparse
+import multiprocessing
+import resource
 import statistics
 import time
-from typing import Callable
+from typing import Any, Callable
 
+import datasets
+import numpy as np
+import pyarrow as pa
 import torch
 from transformers import DataCollatorForLanguageModeling, DataCollatorWithFlattening
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.dataset_packing import pack_documents
+from hf_lmobj.collators.dataset_packing import pack_dataset, pack_documents
 from hf_lmobj.data import build_tokenizer, load_stdlib_corpus, tokenize_corpus
 
 NUM_DOCUMENTS = 64
 MAX_LENGTH = 1024
 BATCH = 8
 REPEATS = 3
+LONG_ROWS = (1024, 4096, 8192)
 
 
 def load_documents(tokenizer) -> list[list[int]]:
@@ -54,7 +70,7 @@ def load_documents(tokenizer) -> list[list[int]]:
     train = load_stdlib_corpus()["train"]
     step = len(train) // NUM_DOCUMENTS
     picked = train.select(range(0, step * NUM_DOCUMENTS, step))
-    return tokenize_corpus(picked, tokenizer)["input_ids"]
+    return list(tokenize_corpus(picked, tokenizer)["input_ids"])  # plain lists, as a Dataset row gives
 
 
 def batches(items: list, size: int) -> list[list]:
@@ -65,6 +81,21 @@ def chunks(documents: list[list[int]]) -> list[list[int]]:
     return [doc[i : i + MAX_LENGTH] for doc in documents for i in range(0, len(doc), MAX_LENGTH)]
 
 
+def best_seconds(run: Callable[[], Any], repeats: int = REPEATS) -> float:
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = run()
+        seconds.append(time.perf_counter() - start)
+        del out
+    return min(seconds)
+
+
+def batch_bytes(batch: dict) -> int:
+    return sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
+
+
+# ------------------------------------------------------------------------------ section 1
 def measure(name: str, run: Callable[[], list[dict]], total_tokens: int, pad_id: int) -> dict:
     """Best-of-REPEATS seconds of ``run`` (which collates every batch) and its figures."""
     seconds = []
@@ -91,11 +122,7 @@ def measure(name: str, run: Callable[[], list[dict]], total_tokens: int, pad_id:
     }
 
 
-def main() -> None:
-    # DataLoader workers collate with one torch thread; pin it here for every collator alike, so
-    # that thread hand-offs on a busy 2-core machine do not distort the figures.
-    torch.set_num_threads(1)
-    tokenizer = build_tokenizer()  # vocab 8192, pad != eos
+def corpus_table(tokenizer) -> None:
     documents = load_documents(tokenizer)
     total = sum(len(d) for d in documents)
     pad = tokenizer.pad_token_id
@@ -126,8 +153,7 @@ def main() -> None:
         ("ours packing, per 8-doc batch, flash kwargs", lambda: [ours_flash(b) for b in batches(doc_features, BATCH)]),
         ("ours packing, whole stream", stream_packed),
     ]
-    print(f"{NUM_DOCUMENTS} documents, {total} tokens, max_length {MAX_LENGTH}, "
-          f"torch threads {torch.get_num_threads()}, best of {REPEATS}")
+    print(f"\n## 1. corpus: {NUM_DOCUMENTS} documents, {total} tokens, max_length {MAX_LENGTH}, best of {REPEATS}")
     results = [measure(name, run, total, pad) for name, run in runs]
     base = results[0]
     header = f"{'collator':44s} {'tokens/s':>11s} {'x':>6s} {'real':>7s} {'x':>6s} {'kept':>7s}"
@@ -141,6 +167,156 @@ def main() -> None:
     stream = results[-1]
     print(f"packing efficiency of the stream: {stream['real']:.4%} (goal >= 99%): "
           f"{'met' if stream['real'] >= 0.99 else 'NOT met'}")
+
+
+# ------------------------------------------------------------------------------ section 2
+def random_features(rows: int, width: int, vocab: int, seed: int, fill: float = 0.98) -> list[dict]:
+    """Documents of 50 to 2,000 random tokens, about ``fill`` of ``rows x width`` tokens in all."""
+    rng = np.random.default_rng(seed)
+    features, total = [], 0
+    while total < fill * rows * width:
+        n = int(rng.integers(50, 2001))
+        features.append({"input_ids": rng.integers(5, vocab, n).tolist()})
+        total += n
+    return features
+
+
+def long_context_table(tokenizer) -> None:
+    print(f"\n## 2. long context: 8 rows of random documents (50 to 2,000 tokens), best of {REPEATS + 2}")
+    header = (f"{'T':>6s}  {'collator':34s} {'tokens/s':>11s} {'x transformers':>15s} {'batch MiB':>10s} "
+              f"{'bytes/pos':>10s} {'real':>7s}  shape")
+    print(header)
+    print("-" * len(header))
+    flattening = DataCollatorWithFlattening()
+    for width in LONG_ROWS:
+        features = random_features(BATCH, width, len(tokenizer), seed=width)
+        tokens = sum(len(f["input_ids"]) for f in features)
+        collators = [
+            ("transformers WithFlattening", flattening),
+            ("ours, eager/sdpa (position_ids)", DataCollatorForCausalLM(tokenizer, max_length=width, packing=True)),
+            ("ours, flash (cu_seq_lens)", DataCollatorForCausalLM(
+                tokenizer, max_length=width, packing=True, attn_implementation="flash_attention_2")),
+        ]
+        if width <= 4096:
+            collators.append(("ours, 4d_mask (as before)", DataCollatorForCausalLM(
+                tokenizer, max_length=width, packing=True, packed_attention="4d_mask")))
+        base = None
+        for name, collator in collators:
+            seconds = best_seconds(lambda: collator(features), REPEATS + 2)
+            batch = collator(features)
+            ids = batch["input_ids"]
+            rate = tokens / seconds
+            base = base or rate
+            size = batch_bytes(batch)
+            print(f"{width:6d}  {name:34s} {rate:11,.0f} {rate / base:15.2f} {size / 2**20:10.1f} "
+                  f"{size / ids.numel():10.1f} {tokens / ids.numel():7.2%}  {tuple(ids.shape)}")
+            del batch
+
+
+# ------------------------------------------------------------------------------ section 3
+def lognormal_dataset(count: int, vocab: int, seed: int = 0) -> datasets.Dataset:
+    """``count`` documents of log-normal length (median 500, clipped to [20, 20000]), random ids."""
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(np.log(500), 1.0, count), 20, 20_000).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = rng.integers(5, vocab, int(lengths.sum()), dtype=np.int32)
+    table = pa.table({"input_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))})
+    return datasets.Dataset(datasets.table.InMemoryTable(table))
+
+
+def pack_dataset_table(tokenizer) -> None:
+    width, count = 2048, 20_000
+    dataset = lognormal_dataset(count, len(tokenizer))
+    tokens = int(sum(dataset.data.column("input_ids").combine_chunks().value_lengths().to_numpy()))
+    print(f"\n## 3. pack_dataset: {count} documents, {tokens:,} tokens, rows of {width}, best of {REPEATS}")
+    datasets.disable_progress_bars()
+    runs: list[tuple[str, Callable[[], datasets.Dataset]]] = [
+        ("ours pack_dataset (best_fit)", lambda: pack_dataset(dataset, width, buffer_size=1000)),
+    ]
+    try:
+        import trl
+
+        for strategy in ("bfd", "bfd_split"):
+            runs.append((f"TRL {trl.__version__} pack_dataset ({strategy})", lambda s=strategy: trl.pack_dataset(
+                dataset, width, strategy=s, map_kwargs={"batch_size": 1000})))
+    except ImportError:
+        print("(trl is not installed: `pip install trl` to time its pack_dataset side by side)")
+    header = f"{'packer':40s} {'seconds':>8s} {'tokens/s':>13s} {'x ours':>7s} {'rows':>7s} {'kept':>7s} {'real':>7s}"
+    print(header)
+    print("-" * len(header))
+    ours = None
+    for name, run in runs:
+        seconds = best_seconds(run)
+        packed = run()
+        kept = int(sum(packed.data.column("input_ids").combine_chunks().value_lengths().to_numpy()))
+        ours = ours or seconds
+        print(f"{name:40s} {seconds:8.2f} {tokens / seconds:13,.0f} {ours / seconds:7.2f} {packed.num_rows:7d} "
+              f"{kept / tokens:7.2%} {kept / (packed.num_rows * width):7.2%}")
+    datasets.enable_progress_bars()
+
+
+# ------------------------------------------------------------------------------ section 4
+def _forward_backward(kind: str, queue) -> None:
+    """Runs in a fresh process: one forward + backward of a tiny Llama on ``kind``'s batch."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(1)
+    tokenizer = build_tokenizer()
+    features = random_features(2, 4096, len(tokenizer), seed=7, fill=0.95)  # best fit closes 2 rows
+    if kind == "ours":
+        batch = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, return_shift_labels=False)(features)
+    else:
+        batch = {**DataCollatorWithFlattening()(features), "use_cache": False}
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=8192,
+                         attn_implementation="sdpa")
+    model = LlamaForCausalLM(config).train()
+    seconds = []
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(2):
+        model.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        model(**batch).loss.backward()
+        seconds.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KiB on Linux
+    queue.put((min(seconds), peak / 1024, tuple(batch["input_ids"].shape)))
+
+
+def forward_table() -> None:
+    print("\n## 4. one forward + backward, tiny Llama (sdpa, train), the same 2 x 4096 tokens of documents")
+    header = f"{'batch':40s} {'seconds':>8s} {'x':>6s} {'peak MiB':>9s} {'x':>6s}  shape"
+    print(header)
+    print("-" * len(header))
+    context = multiprocessing.get_context("spawn")
+    base = None
+    for kind, name in (("flattening", "transformers WithFlattening (1 row)"), ("ours", "ours, 2 packed rows of 4096")):
+        queue = context.Queue()
+        process = context.Process(target=_forward_backward, args=(kind, queue))
+        process.start()
+        seconds, peak, shape = queue.get()
+        process.join()
+        base = base or (seconds, peak)
+        print(f"{name:40s} {seconds:8.2f} {seconds / base[0]:6.2f} {peak:9.0f} {peak / base[1]:6.2f}  {shape}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", type=int, nargs="*", default=[1, 2, 3, 4])
+    sections = parser.parse_args().sections
+    # DataLoader workers collate with one torch thread; pin it here for every collator alike, so
+    # that thread hand-offs on a busy 2-core machine do not distort the figures.
+    torch.set_num_threads(1)
+    tokenizer = build_tokenizer()  # vocab 8192, pad != eos
+    print(f"torch threads {torch.get_num_threads()}")
+    if 1 in sections:
+        corpus_table(tokenizer)
+    if 2 in sections:
+        long_context_table(tokenizer)
+    if 3 in sections:
+        pack_dataset_table(tokenizer)
+    if 4 in sections:
+        forward_table()
 
 
 if __name__ == "__main__":

@@ -154,6 +154,18 @@ def test_flash_packing_emits_sequence_boundaries(tokenizer):
     assert batch["position_ids"][0].tolist() == list(range(2, 12)) + list(range(2, 8))
 
 
+def test_long_packed_rows_get_the_dense_mask_only_when_asked(tokenizer):
+    docs = [[300] * 1500, [301] * 600]
+    with pytest.raises(ValueError, match="packed_attention='4d_mask'"):
+        DataCollatorForMaskedLM(tokenizer, mlm_probability=0.0, packing=True, max_length=2048)(docs)
+    asked = DataCollatorForMaskedLM(tokenizer, mlm_probability=0.0, packing=True, max_length=2048,
+                                    packed_attention="4d_mask")(docs)
+    assert asked["attention_mask"].shape == (2, 1, 1500, 1500)
+    flash = DataCollatorForMaskedLM(tokenizer, mlm_probability=0.0, packing=True, max_length=2048,
+                                    attn_implementation="flash_attention_2")(docs)
+    assert "attention_mask" not in flash and flash["cu_seq_lens_q"].tolist() == [0, 1500, 2100, 3000]
+
+
 def _tiny_encoder(name: str, tok, impl: str):
     common = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=64, pad_token_id=tok.pad_token_id, attn_implementation=impl)
@@ -240,6 +252,7 @@ def test_stock_bert_and_trainer_accept_the_batch_and_the_epoch_callback(tokenize
         ({"mask_replace_prob": 0.7, "random_replace_prob": 0.4}, "must not exceed 1"),
         ({"random_replace_prob": -0.1}, "random_replace_prob"),
         ({"packing": True}, "needs max_length"),
+        ({"packed_attention": "position_ids"}, "encoders build their mask without position_ids"),
         ({"attn_implementation": "flex"}, "attn_implementation"),
         ({"max_length": 0}, "max_length"),
         ({"seed": -1}, "seed"),

@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence, TypeVar
 
 import datasets
@@ -122,10 +123,10 @@ def pack_documents(
     lengths = np.fromiter(map(len, documents), np.int64, len(documents))
     if labels is not None and [len(row) for row in labels] != lengths.tolist():
         raise ValueError("labels must have the same length as input_ids in every document")
-    flat = np.fromiter((t for doc in documents for t in doc), np.int64, int(lengths.sum()))
+    flat = np.fromiter(itertools.chain.from_iterable(documents), np.int64, int(lengths.sum()))
     flat_labels = None
     if labels is not None:
-        flat_labels = np.fromiter((t for row in labels for t in row), np.int64, int(lengths.sum()))
+        flat_labels = np.fromiter(itertools.chain.from_iterable(labels), np.int64, int(lengths.sum()))
     table = _pack_columns(flat, flat_labels, lengths, max_length, strategy)
     return {name: table[name].to_pylist() for name in table.column_names}
 

@@ -17,7 +17,10 @@ Output keys:
     * padding mode: ``input_ids``, ``attention_mask`` (B, T), ``labels``;
     * packing, eager / sdpa: ``input_ids``, ``labels``, ``position_ids`` (restarting per document,
       plus ``position_ids_start``), ``attention_mask`` (B, 1, T, T) additive float block mask (a
-      dict ``{"full_attention", "sliding_attention"}`` of two when ``sliding_window`` is set);
+      dict ``{"full_attention", "sliding_attention"}`` of two when ``sliding_window`` is set). An
+      encoder builds its bidirectional mask without ``position_ids``, so this dense mask is the
+      only exact form there; rows longer than 1024 tokens get it only when asked for by name
+      (``packed_attention="4d_mask"``), else a ``ValueError`` suggests flash-attention;
     * packing, flash-attention: ``input_ids``, ``labels``, ``position_ids`` and
       ``cu_seq_lens_q/k``, ``max_length_q/k``;
     * ``token_type_ids`` when the features carry them;
@@ -50,6 +53,7 @@ from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators import masking
 from hf_lmobj.collators.features import as_int_array
+from hf_lmobj.collators.packed_attention import check_dense_mask
 from hf_lmobj.collators.packing import (
     best_fit_decreasing,
     block_attention_mask,
@@ -59,6 +63,7 @@ from hf_lmobj.collators.packing import (
 from hf_lmobj.collators.seeding import example_key, example_seed, resolve_seed
 
 MASK_ATTENTION = ("eager", "sdpa")
+ENCODER_PACKED_ATTENTION = ("auto", "4d_mask", "cu_seq_lens")
 PER_TOKEN_KEYS = ("special_tokens_mask", "word_ids", "token_type_ids")
 ACCEPTED_KEYS = frozenset({"input_ids", "attention_mask", "idx", "index", *PER_TOKEN_KEYS})
 
@@ -81,6 +86,8 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         packing: put several documents in one row, each attending only to itself.
         attn_implementation: the model's, deciding the packing mask: "eager" / "sdpa" (4D float
             mask) or a flash-attention one (``cu_seq_lens``).
+        packed_attention: "auto" (from ``attn_implementation``), "4d_mask" (the dense mask at any
+            row length) or "cu_seq_lens" (see :mod:`hf_lmobj.collators.packed_attention`).
         return_sparse_indices: add ``masked_positions`` (flat indices of selected tokens).
         sliding_window: packing only; a model's bidirectional half-window (ModernBERT:
             ``config.sliding_window``) to emit the per-layer-type mask dict it needs.
@@ -104,6 +111,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     max_length: int | None = None
     packing: bool = False
     attn_implementation: str = "sdpa"
+    packed_attention: str = "auto"
     return_sparse_indices: bool = False
     sliding_window: int | None = None
     position_ids_start: int = 0
@@ -135,6 +143,11 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         if self.attn_implementation not in MASK_ATTENTION and "flash" not in self.attn_implementation:
             raise ValueError("attn_implementation must be 'eager', 'sdpa' or a flash-attention one, "
                              f"got {self.attn_implementation!r}")
+        if self.packed_attention not in ENCODER_PACKED_ATTENTION:
+            raise ValueError(
+                f"packed_attention must be one of {ENCODER_PACKED_ATTENTION}, got {self.packed_attention!r} "
+                "(encoders build their mask without position_ids: 'position_ids' alone would not isolate)"
+            )
         if not isinstance(self.position_ids_start, int) or self.position_ids_start < 0:
             raise ValueError(f"position_ids_start must be an int >= 0, got {self.position_ids_start}")
         if self.return_tensors != "pt":
@@ -270,9 +283,11 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         within = torch.arange(first.numel()) - first  # (N,) position inside its chunk
         positions = torch.where(tail >= 0, tail, place(within, 0))  # (R, width); padding: 0, 1, ...
         out: dict[str, Any] = {"position_ids": positions + self.position_ids_start}
-        if "flash" in self.attn_implementation:
+        flash = "flash" in self.attn_implementation and self.packed_attention == "auto"
+        if flash or self.packed_attention == "cu_seq_lens":
             out.update(flash_attention_kwargs(positions))
             return out
+        check_dense_mask(width, asked=self.packed_attention == "4d_mask")
         chunk_of_token = torch.from_numpy(np.repeat(np.arange(len(chunk_len)), chunk_len))  # (N,)
         documents = place(chunk_of_token, -1)  # (R, width), padding = -1
         mask = block_attention_mask(documents, causal=False, dtype=self.mask_dtype)  # (R, 1, T, T)

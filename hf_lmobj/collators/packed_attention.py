@@ -133,15 +133,27 @@ def packed_attention_inputs(
         return {**flash_attention_kwargs(position_ids), "use_cache": False}
     if form != "4d_mask":
         raise ValueError(f"unknown packed attention form {form!r}")
-    width = position_ids.shape[1]
+    check_dense_mask(position_ids.shape[1], asked)
+    documents = document_ids_from_position_ids(position_ids)  # (B, T)
+    return {"attention_mask": block_attention_mask(documents, causal, mask_dtype), "use_cache": False}
+
+
+def check_dense_mask(width: int, asked: bool) -> None:
+    """Refuse a ``[B, 1, T, T]`` mask for rows longer than :data:`DENSE_MASK_MAX_LENGTH` unless asked.
+
+    Example:
+        >>> check_dense_mask(4096, asked=True)  # asked by name: built at any length
+        >>> check_dense_mask(4096, asked=False)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: this model needs a [B, 1, T, T] mask ...; at T=4096 that is 64 MiB per row. Pass ...
+    """
     if not asked and width > DENSE_MASK_MAX_LENGTH:
         raise ValueError(
             f"this model needs a [B, 1, T, T] mask to isolate packed documents; at T={width} that is "
             f"{4 * width * width / 2**20:.0f} MiB per row. Pass packed_attention='4d_mask' to build it "
             f"anyway, keep rows <= {DENSE_MASK_MAX_LENGTH} tokens, or use flash-attention"
         )
-    documents = document_ids_from_position_ids(position_ids)  # (B, T)
-    return {"attention_mask": block_attention_mask(documents, causal, mask_dtype), "use_cache": False}
 
 
 def _model_modules(model: Any) -> list[str]:

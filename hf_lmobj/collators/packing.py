@@ -154,12 +154,12 @@ def flash_attention_kwargs(position_ids: torch.Tensor) -> dict[str, torch.Tensor
         >>> kw["cu_seq_lens_q"].tolist(), kw["max_length_q"]
         ([0, 3, 5], 3)
     """
-    flat = position_ids.reshape(-1)  # (B * T,)
-    starts = (flat == 0).clone()
+    flat = position_ids.reshape(-1).cpu().numpy()  # (B * T,)
+    starts = flat == 0
     starts[:: position_ids.shape[1]] = True
-    boundaries = torch.nonzero(starts).flatten()
-    cu = torch.cat([boundaries, torch.tensor([flat.numel()], device=flat.device)]).to(torch.int32)
-    longest = int((cu[1:] - cu[:-1]).max()) if cu.numel() > 1 else 0
+    cu = np.append(np.flatnonzero(starts), flat.size).astype(np.int32)  # (S + 1,)
+    longest = int(np.diff(cu).max()) if cu.size > 1 else 0
+    cu = torch.from_numpy(cu).to(position_ids.device)
     return {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
 
 
