@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers.processors import TemplateProcessing
 from transformers import (
+    BambaConfig,
+    BambaForCausalLM,
     BloomConfig,
     BloomForCausalLM,
     GPT2Config,
@@ -261,6 +263,34 @@ def test_model_that_cannot_take_packed_documents_is_refused(tokenizer):
     mamba = MambaForCausalLM(MambaConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, state_size=4))
     with pytest.raises(ValueError, match="MambaForCausalLM"):
         DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=mamba)
+    hybrid = BambaForCausalLM(BambaConfig(  # takes position_ids, but its mamba layers carry state across
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=1,
+        attn_layer_indices=[1],
+    ))
+    with pytest.raises(ValueError, match="BambaForCausalLM has \\['linear_attention'\\] layers"):
+        DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=hybrid)
+
+
+@pytest.mark.parametrize("name", ["mistral", "qwen2"])
+@pytest.mark.parametrize("mode", ("train", "eval"))
+def test_model_checked_for_position_ids_isolates_documents(name, mode, tokenizer):
+    """Other families the code check clears for position_ids (Mistral: a sliding window of 8)."""
+    from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    vocab = len(tokenizer)
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    torch.manual_seed(0)
+    if name == "mistral":
+        model = MistralForCausalLM(MistralConfig(**common, sliding_window=8))
+    else:
+        model = Qwen2ForCausalLM(Qwen2Config(**common))
+    docs = random_docs([11, 3, 7, 16, 5, 1, 9], vocab, seed=6)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=model)
+    batch = collator([{"input_ids": d} for d in docs])
+    assert "attention_mask" not in batch and batch["use_cache"] is False  # the position_ids form
+    assert_each_document_alone(getattr(model, mode)(), batch, docs)
 
 
 def test_model_supplies_attention_implementation(tokenizer):

@@ -18,8 +18,10 @@ batch can say so in three forms (``packed_attention=``), cheapest first:
 
 ``"auto"`` picks ``"cu_seq_lens"`` for flash-attention and ``"position_ids"`` otherwise; given a
 ``model`` it reads the model's own mask code and picks ``"4d_mask"`` where ``position_ids`` would
-leak, or refuses a model that cannot isolate packed documents at all (its ``forward`` takes no
-``position_ids``: Bloom, MPT, Mamba, RWKV, XLNet, the seq2seq decoders, ...).
+leak, or refuses a model that cannot isolate packed documents at all: its ``forward`` takes no
+``position_ids`` (Bloom, MPT, Mamba, RWKV, XLNet, the seq2seq decoders, ...), or it has recurrent
+layers that a mask does not reach (Bamba, Jamba, Qwen3-Next, LFM2, ...: ``layer_types`` other than
+attention).
 
 Example:
     >>> import torch
@@ -48,6 +50,8 @@ from hf_lmobj.collators.packing import (
 PACKED_ATTENTION = ("auto", "position_ids", "cu_seq_lens", "4d_mask")
 FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
 MASK_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
+ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "attention"})
+RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "conv", "hybrid", "hybrid_sliding", "recurrent"})
 DENSE_MASK_MAX_LENGTH = 1024  # longest row that gets a [B, 1, T, T] mask without being asked (4 MiB/row)
 MASK_BUILDERS = frozenset(
     {"create_causal_mask", "create_sliding_window_causal_mask", "create_chunked_causal_mask",
@@ -97,6 +101,20 @@ def model_packing_support(model: Any) -> str:
     """
     name = type(model).__name__
     require_position_ids(model)
+    layer_types = _layer_types(model)
+    recurrent = layer_types & RECURRENT_LAYER_TYPES
+    if recurrent:
+        raise ValueError(
+            f"{name} has {sorted(recurrent)} layers: they carry state from one packed document into the "
+            "next (a mask only reaches attention layers); use packing=False, or flash-attention "
+            "(cu_seq_lens) where the model's kernels take sequence boundaries"
+        )
+    unknown = layer_types - ATTENTION_LAYER_TYPES - {"mlp", "moe"}
+    if unknown:
+        raise ValueError(
+            f"cannot check that {name}'s {sorted(unknown)} layers isolate packed documents; pass "
+            "packed_attention='position_ids' or '4d_mask' if you know which the model takes"
+        )
     reads = [_builders_read_positions(module) for module in _model_modules(model)]
     found = [r for r in reads if r is not None]
     if not found:
@@ -106,7 +124,6 @@ def model_packing_support(model: Any) -> str:
         )
     if all(found):
         return "position_ids"
-    layer_types = set(getattr(getattr(model, "config", None), "layer_types", None) or ())
     if layer_types - {"full_attention"}:
         raise ValueError(
             f"{name} builds its masks without position_ids and has {sorted(layer_types)} layers: one "
@@ -154,6 +171,15 @@ def check_dense_mask(width: int, asked: bool) -> None:
             f"{4 * width * width / 2**20:.0f} MiB per row. Pass packed_attention='4d_mask' to build it "
             f"anyway, keep rows <= {DENSE_MASK_MAX_LENGTH} tokens, or use flash-attention"
         )
+
+
+def _layer_types(model: Any) -> set[str]:
+    """The kinds of the model's layers as its (text) config names them, e.g. {"full_attention"}."""
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    kinds = set(getattr(text, "layer_types", None) or ())
+    kinds |= set(getattr(text, "layers_block_type", None) or ())  # Bamba, Jamba, Zamba: mamba / attention
+    return kinds
 
 
 def _model_modules(model: Any) -> list[str]:
