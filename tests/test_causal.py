@@ -309,6 +309,14 @@ def test_flash_attention_gets_cu_seq_lens_and_no_mask(tokenizer):
     assert batch["cu_seq_lens_q"].tolist() == [0, 5, 8, 12, 16] and batch["max_length_k"] == 5
 
 
+def test_packed_batch_of_tensors_only_when_use_cache_is_left_out(tokenizer):
+    """accelerate's dispatch_batches broadcasts tensors only: the bool can be left out."""
+    collator = DataCollatorForCausalLM(tokenizer, max_length=8, packing=True, return_use_cache=False)
+    batch = collator([{"input_ids": [5] * 5}, {"input_ids": [6] * 3}])
+    assert set(batch) == {"input_ids", "labels", "shift_labels", "position_ids"}
+    assert all(isinstance(v, torch.Tensor) for v in batch.values())
+
+
 def test_packing_stats_counts_the_rectangle(tokenizer):
     collator = DataCollatorForCausalLM(tokenizer, max_length=10, packing=True)
     stats = collator.packing_stats([{"input_ids": [5] * n} for n in (6, 5, 4, 3, 2)])

@@ -103,6 +103,11 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             there. ``None`` follows the tokenizer: add exactly what it adds when encoding.
         return_shift_labels: emit ``shift_labels``; switch off for a model whose ``forward`` takes
             no ``**kwargs`` (``labels`` alone give the same loss: they are -100 at document starts).
+        return_use_cache: put ``use_cache=False`` in packed batches (a Python bool). Switch off where
+            a batch must hold tensors only (accelerate's ``dispatch_batches``, on by default for an
+            ``IterableDataset`` on several processes, broadcasts tensors and raises on a bool); then
+            the model must run without a cache some other way: a ``Trainer`` sets
+            ``config.use_cache = TrainingArguments.use_cache`` (False by default).
         mask_dtype: dtype of a 4D additive mask (use the model's dtype for half precision).
         return_tensors: only ``"pt"``.
     """
@@ -117,6 +122,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     add_bos: bool | None = None
     add_eos: bool | None = None
     return_shift_labels: bool = True
+    return_use_cache: bool = True
     mask_dtype: torch.dtype = torch.float32
     return_tensors: str = "pt"
     _bos_eos: tuple[bool, bool] = field(default=(False, False), init=False, repr=False)
@@ -223,4 +229,6 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         batch["position_ids"] = out.position_ids  # (B, T)
         asked = self.packed_attention != "auto"
         batch.update(packed_attention_inputs(self._form, out.position_ids, self.mask_dtype, True, asked))
+        if not self.return_use_cache:
+            del batch["use_cache"]
         return batch
