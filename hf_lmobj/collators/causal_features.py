@@ -97,7 +97,8 @@ def int_column(values: Sequence[Any], name: str) -> tuple[np.ndarray, np.ndarray
     """
     if all(type(v) is list for v in values):
         lengths = np.fromiter(map(len, values), np.int64, len(values))
-        if all(type(v[0]) is int for v in values if v):  # a column holds one type; bool is not int here
+        # a column holds one type: its first and last values tell floats and bools (bool is not int)
+        if all(type(v[0]) is int and type(v[-1]) is int for v in values if v):
             try:
                 flat = np.fromiter(itertools.chain.from_iterable(values), np.int64, int(lengths.sum()))
                 return flat, lengths
@@ -151,8 +152,10 @@ def _labels(features: Sequence[Mapping], ids: np.ndarray, lengths: np.ndarray, v
     present = [f.get("labels") is not None for f in features]
     if not any(present):
         return ids.copy()
-    rows = [f["labels"] for f, p in zip(features, present) if p]
-    flat, got = int_column(rows, "labels") if all(type(r) is list for r in rows) else _indexed(features, present)
+    if all(present):  # one pass; an error names the feature by its index in the batch
+        flat, got = int_column([f["labels"] for f in features], "labels")
+    else:
+        flat, got = _indexed(features, present)
     which = np.flatnonzero(present)  # (P,) features that bring labels
     mismatch = np.flatnonzero(got != lengths[which])
     if mismatch.size:

@@ -1,13 +1,15 @@
 """Pure helpers shared by the packing collators: bin packing, chunking and per-document masks.
 
-A packed row holds several documents back to back. Three equivalent ways tell a model where the
-documents are, one per attention implementation:
+A packed row holds several documents back to back. Three ways tell a model where they are (which
+one a batch uses is decided in :mod:`hf_lmobj.collators.packed_attention`):
 
-* ``position_ids`` restarting at 0 for each document (flash-attention derives ``cu_seqlens``);
+* ``position_ids`` restarting at 0 for each document: transformers' ``create_causal_mask`` detects
+  the packed rows (without a cache) and flash-attention derives ``cu_seqlens`` from them;
 * ``flash_attention_kwargs``: explicit ``cu_seq_lens_q/k`` and ``max_length_q/k``;
 * a 4D additive float mask ``[B, 1, T, T]`` (0 = may attend, dtype min = may not) that eager and
-  sdpa attention use as given. transformers ignores a 4D *boolean* mask on eager attention, so
-  the float form is the one that works everywhere.
+  sdpa attention use as given, for the models whose mask ignores ``position_ids`` (and encoders).
+  transformers ignores a 4D *boolean* mask on eager attention, so the float form is the one that
+  works everywhere.
 
 Example:
     >>> best_fit_decreasing([5, 3, 4, 2], capacity=7)
