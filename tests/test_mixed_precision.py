@@ -207,3 +207,16 @@ def test_gradient_accumulation_stays_exact_under_bf16(objective, tmp_path):
     """Batch 8 vs 2 x accumulation 4 under bf16: the same update up to bf16 rounding, not a wrong denominator."""
     one, accumulated = (_bf16_update(objective, b, a, str(tmp_path)) for b, a in ((8, 1), (2, 4)))
     assert _rel(accumulated, one) < 1e-2  # the rows hold different target counts: a wrong denominator shows
+
+
+@pytest.mark.slow
+def test_the_prepared_gpu_check_runs_its_code_paths_on_cpu():
+    """benchmarks/gpu_check.py waits for a GPU; its dry run keeps it from rotting until then."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--device", "cpu", "--quick", "--only", "loss", "--only", "packing"]) == 0
