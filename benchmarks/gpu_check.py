@@ -21,7 +21,9 @@ Checks (each prints one or more rows: check, setting, figure, verdict):
    and the loss difference. Pass: same loss within 1e-3 relative, less peak memory.
 
 Nothing downloads: the tokenizer is trained locally from the standard library, models are built
-from config.
+from config. The GPU machine needs the package's own dependencies (``pip install -e .``, or wheels
+carried there: the lent H200 image has torch, transformers, accelerate and tokenizers but not
+datasets or evaluate); flash-attn, Liger and cut-cross-entropy rows appear only where they import.
 """
 
 from __future__ import annotations
