@@ -27,7 +27,11 @@ PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 NUM_SENTINELS = 100
 SENTINELS = tuple(f"<extra_id_{i}>" for i in range(NUM_SENTINELS))
 UL2_MODE_TOKENS = ("[R]", "[S]", "[X]")
-_TOKENIZER_FORMAT = 1  # bump when the trained tokenizer's recipe changes (invalidates the cache)
+# Fill-in-the-middle sentinels, named as StarCoder's (bigcode) tokenizer names them.
+FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD = "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"
+FIM_TOKENS = (FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD)
+SPECIAL_TOKENS = (PAD, BOS, EOS, UNK, MASK, *SENTINELS, *UL2_MODE_TOKENS, *FIM_TOKENS)
+_TOKENIZER_FORMAT = 2  # bump when the trained tokenizer's recipe changes (invalidates the cache); 2: FIM tokens
 
 
 def stdlib_root() -> Path:
@@ -116,8 +120,9 @@ def build_tokenizer(
     """Train (or load from cache) a byte-level BPE on the corpus's train split.
 
     The tokenizer carries every special token the objectives need: ``<pad>``, ``<s>``, ``</s>``,
-    ``<unk>``, ``<mask>``, the T5 sentinels ``<extra_id_0>`` ... ``<extra_id_99>`` and the UL2 mode
-    tokens ``[R]``, ``[S]``, ``[X]``. Like GPT-2's, it adds no special token when encoding; the
+    ``<unk>``, ``<mask>``, the T5 sentinels ``<extra_id_0>`` ... ``<extra_id_99>``, the UL2 mode
+    tokens ``[R]``, ``[S]``, ``[X]`` and StarCoder's fill-in-the-middle tokens ``<fim_prefix>``,
+    ``<fim_middle>``, ``<fim_suffix>``, ``<fim_pad>``. Like GPT-2's, it adds no special token when encoding; the
     collators and :func:`tokenize_corpus` decide where BOS/EOS go.
 
     Example:
@@ -125,8 +130,8 @@ def build_tokenizer(
         >>> tok.decode(tok("def f(x):\\n    return x")["input_ids"])
         'def f(x):\\n    return x'
     """
-    if vocab_size < 256 + 8 + NUM_SENTINELS:
-        raise ValueError(f"vocab_size must be at least {256 + 8 + NUM_SENTINELS} (bytes + specials)")
+    if vocab_size < 256 + len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be at least {256 + len(SPECIAL_TOKENS)} (bytes + specials)")
     folder = Path(cache_dir or default_cache_dir()) / "tokenizers"
     folder = folder / _tokenizer_cache_key(vocab_size, validation_fraction, max_documents)
     if (folder / "tokenizer.json").exists():
@@ -145,13 +150,12 @@ def build_tokenizer(
 def _train_byte_level_bpe(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    specials = [PAD, BOS, EOS, UNK, MASK, *SENTINELS, *UL2_MODE_TOKENS]
     core = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=specials,
+        special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -163,7 +167,7 @@ def _train_byte_level_bpe(texts: list[str], vocab_size: int) -> PreTrainedTokeni
         eos_token=EOS,
         unk_token=UNK,
         mask_token=MASK,
-        additional_special_tokens=[*SENTINELS, *UL2_MODE_TOKENS],
+        additional_special_tokens=[*SENTINELS, *UL2_MODE_TOKENS, *FIM_TOKENS],
         model_max_length=1_000_000,
         clean_up_tokenization_spaces=False,
     )
