@@ -64,8 +64,9 @@ def flatten_sequences(sequences: Sequence[Sequence[int]]) -> tuple[np.ndarray, n
         >>> flatten_sequences([[5, 6, 7], [8]])
         (array([5, 6, 7, 8]), array([0, 1, 2, 0]))
     """
-    lengths = np.asarray([len(s) for s in sequences], dtype=np.int64)
-    tokens = np.fromiter((t for s in sequences for t in s), dtype=np.int64, count=int(lengths.sum()))
+    arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sequences]
+    lengths = np.asarray([a.size for a in arrays], dtype=np.int64)
+    tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
     starts = np.repeat(np.cumsum(lengths) - lengths, lengths)  # (N,)
     return tokens, np.arange(tokens.size, dtype=np.int64) - starts
 
