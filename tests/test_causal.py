@@ -330,7 +330,7 @@ doc_lists = st.lists(st.lists(st.integers(5, 1023), min_size=1, max_size=40), mi
 
 
 @settings(max_examples=500, deadline=None)
-@given(docs=doc_lists, max_length=st.integers(1, 32), data=st.data())
+@given(docs=doc_lists, max_length=st.integers(2, 32), data=st.data())
 def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs, max_length, data, tokenizer):
     impl = data.draw(st.sampled_from(IMPLS + ("flash_attention_2",)))
     features = []
@@ -338,9 +338,6 @@ def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs
         keep = data.draw(st.lists(st.booleans(), min_size=len(doc), max_size=len(doc)))
         features.append({"input_ids": doc, "labels": [t if k else -100 for t, k in zip(doc, keep)]})
     collator = DataCollatorForCausalLM(tokenizer, max_length=max_length, packing=True, attn_implementation=impl)
-    batch = collator(features)
-    ids, labels, shift, pos = (batch[k] for k in ("input_ids", "labels", "shift_labels", "position_ids"))
-    assert ids.shape[1] <= max_length
     # expected chunks (ids, labels with the chunk's first label unset), as a multiset
     expected = []
     for feature in features:
@@ -349,6 +346,13 @@ def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs
             chunk_labels = [-100] + feature["labels"][start + 1 : start + size]
             expected.append((feature["input_ids"][start : start + size], chunk_labels))
             start += size
+    if all(label == -100 for _, chunk_labels in expected for label in chunk_labels):
+        with pytest.raises(ValueError, match="no target"):  # nothing to train: refused, not a silent batch
+            collator(features)
+        return
+    batch = collator(features)
+    ids, labels, shift, pos = (batch[k] for k in ("input_ids", "labels", "shift_labels", "position_ids"))
+    assert ids.shape[1] <= max_length
     got = []
     for row in range(ids.shape[0]):
         for start, end in doc_spans(pos[row]):
@@ -366,9 +370,14 @@ def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs
 
 
 @settings(max_examples=200, deadline=None)
-@given(docs=doc_lists, max_length=st.one_of(st.none(), st.integers(1, 32)))
+@given(docs=doc_lists, max_length=st.one_of(st.none(), st.integers(2, 32)))
 def test_padding_keeps_every_token_in_order(docs, max_length, tokenizer):
-    batch = DataCollatorForCausalLM(tokenizer, max_length=max_length)([{"input_ids": d} for d in docs])
+    collator = DataCollatorForCausalLM(tokenizer, max_length=max_length)
+    if all(len(d) == 1 for d in docs):  # every row a single token: no target at all
+        with pytest.raises(ValueError, match="no target"):
+            collator([{"input_ids": d} for d in docs])
+        return
+    batch = collator([{"input_ids": d} for d in docs])
     mask = batch["attention_mask"].bool()
     rows = [batch["input_ids"][r][mask[r]].tolist() for r in range(mask.shape[0])]
     assert [t for r in rows for t in r] == [t for d in docs for t in d]
@@ -382,8 +391,9 @@ def test_padding_keeps_every_token_in_order(docs, max_length, tokenizer):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"max_length": 0}, "max_length must be a positive"),
-        ({"max_length": -3}, "max_length must be a positive"),
+        ({"max_length": 0}, "max_length must be an int >= 2"),
+        ({"max_length": 1}, "max_length must be an int >= 2"),
+        ({"max_length": -3}, "max_length must be an int >= 2"),
         ({"packing": True}, "packing=True needs max_length"),
         ({"pad_to_multiple_of": 0}, "pad_to_multiple_of"),
         ({"attn_implementation": "flex"}, "attn_implementation must be one of"),

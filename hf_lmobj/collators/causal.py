@@ -54,6 +54,7 @@ from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators.causal_features import FlatFeatures, read_features
 from hf_lmobj.collators.causal_packing import (
+    IGNORE_INDEX,
     Layout,
     PackingStats,
     assemble_rows,
@@ -68,8 +69,16 @@ from hf_lmobj.collators.packed_attention import (
     choose_packed_attention,
     packed_attention_inputs,
 )
+from hf_lmobj.validation import check_flag, check_has_targets, check_length
 
 ATTN_IMPLEMENTATIONS = MASK_IMPLEMENTATIONS + FLASH_IMPLEMENTATIONS
+#: A row shorter than 2 tokens has no next-token target: every chunk's first token is not trained.
+MIN_ROW_LENGTH = 2
+ROW_NEEDS = "a row needs a token and the next one to train on; shorter chunks have no target"
+NO_TARGET_FIX = (
+    "every document is a single token or every label is -100; drop features without a trained token "
+    "(e.g. a prompt whose completion was cut off)"
+)
 
 
 def _tokenizer_adds(tokenizer: PreTrainedTokenizerBase) -> tuple[bool, bool]:
@@ -85,7 +94,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
 
     Args:
         tokenizer: gives ``pad_token_id`` (padding), ``bos/eos_token_id`` and the vocabulary size.
-        max_length: longest row; longer documents are split into chunks (never truncated).
+        max_length: longest row, >= 2; longer documents are split into chunks (never truncated).
             Required with ``packing=True``.
         packing: bin-pack the batch's documents into rows of ``max_length``.
         pad_to_multiple_of: round the row length up to a multiple of this.
@@ -130,12 +139,15 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     _refusal: str = field(default="", init=False, repr=False)
 
     def __post_init__(self, model: Any) -> None:
-        if self.max_length is not None and (not isinstance(self.max_length, int) or self.max_length <= 0):
-            raise ValueError(f"max_length must be a positive int or None, got {self.max_length!r}")
+        self.max_length = check_length(self.max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS, optional=True)
+        self.packing = check_flag(self.packing, "packing")
         if self.packing and self.max_length is None:
             raise ValueError("packing=True needs max_length (the row length to pack documents into)")
-        if self.pad_to_multiple_of is not None and self.pad_to_multiple_of <= 0:
-            raise ValueError(f"pad_to_multiple_of must be positive or None, got {self.pad_to_multiple_of}")
+        self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
+        for name in ("add_bos", "add_eos"):
+            setattr(self, name, check_flag(getattr(self, name), name, optional=True))
+        for name in ("return_shift_labels", "return_use_cache"):
+            setattr(self, name, check_flag(getattr(self, name), name))
         if model is not None:
             config = getattr(model, "config", None)
             self.attn_implementation = getattr(config, "_attn_implementation", None) or self.attn_implementation
@@ -218,6 +230,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         width = round_up(layout.longest_row, self.pad_to_multiple_of)
         pad_id = self._pad_id(layout, width)
         out = assemble_rows(flat.ids, flat.labels, None if packed else flat.valid, layout, width, pad_id)
+        check_has_targets(int((out.shift_labels != IGNORE_INDEX).sum()), "this batch", NO_TARGET_FIX)
         batch: dict[str, Any] = {"input_ids": out.input_ids, "labels": out.labels}  # (B, T) each
         if self.return_shift_labels:
             batch["shift_labels"] = out.shift_labels  # (B, T)

@@ -2,10 +2,9 @@
 
 Each feature is one document (``{"input_ids": [...]}``, optional ``labels`` / ``attention_mask``)
 or one pre-packed row of several documents whose boundaries come with it (``position_ids``
-restarting at 0 per document, or ``seq_lengths``). Columns of plain Python lists are read in one
-pass each (``np.fromiter``), so a batch costs a few nanoseconds per token; anything else (tensors,
-numpy arrays, bad values) goes through :func:`~hf_lmobj.collators.features.as_int_array` feature by
-feature, which names the feature and field in its error.
+restarting at 0 per document, or ``seq_lengths``). Every column is read and checked element by
+element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python lists, so a
+batch costs a few nanoseconds per token); its errors name the feature and the field.
 
 A row packed by :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` also numbers its documents
 1, 2, ... in ``attention_mask`` (a column every causal LM's ``forward`` takes, so a ``Trainer`` never
@@ -21,13 +20,13 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hf_lmobj.collators.features import as_int_array, check_vocabulary_range
+from hf_lmobj.collators.features import check_feature_mapping
+from hf_lmobj.validation import check_column_range, id_column, id_sequence
 
 IGNORE_INDEX = -100
 BOUNDARY_KEYS = ("position_ids", "seq_lengths")
@@ -61,14 +60,11 @@ def read_features(
     if len(features) == 0:
         raise ValueError("empty batch: the collator needs at least one feature")
     for index, feature in enumerate(features):
-        if not isinstance(feature, Mapping):
-            raise TypeError(f"feature {index} must be a dict with 'input_ids', got {type(feature).__name__}")
-        if "input_ids" not in feature:
-            raise ValueError(f"feature {index} has no 'input_ids' (keys: {sorted(feature)}); tokenize first")
-    ids, lengths = int_column([f["input_ids"] for f in features], "input_ids")
+        check_feature_mapping(feature, index)
+    ids, lengths = id_column([f["input_ids"] for f in features], "input_ids")
     if not lengths.all():
         raise ValueError(f"feature {int(np.argmin(lengths))}: input_ids is empty; filter out empty documents first")
-    _check_range(ids, lengths, vocab_size)
+    check_column_range(ids, lengths, vocab_size)
     labels = _labels(features, ids, lengths, vocab_size)
     masks = _aligned(features, "attention_mask", lengths)
     packed = np.fromiter((any(f.get(k) is not None for k in BOUNDARY_KEYS) for f in features), bool, len(features))
@@ -85,44 +81,12 @@ def read_features(
     return FlatFeatures(ids, labels, valid, lengths, starts, doc_lengths, doc_feature, bool(packed.any()))
 
 
-def int_column(values: Sequence[Any], name: str) -> tuple[np.ndarray, np.ndarray]:
-    """One per-token column as a flat int64 array and each feature's length.
-
-    Lists of Python ints take the fast path; anything else is read feature by feature.
-
-    Example:
-        >>> flat, lengths = int_column([[1, 2], [3]], "input_ids")
-        >>> flat.tolist(), lengths.tolist()
-        ([1, 2, 3], [2, 1])
-    """
-    if all(type(v) is list for v in values):
-        lengths = np.fromiter(map(len, values), np.int64, len(values))
-        # a column holds one type: its first and last values tell floats and bools (bool is not int)
-        if all(type(v[0]) is int and type(v[-1]) is int for v in values if v):
-            try:
-                flat = np.fromiter(itertools.chain.from_iterable(values), np.int64, int(lengths.sum()))
-                return flat, lengths
-            except (TypeError, ValueError, OverflowError):
-                pass  # the per-feature read below names the culprit
-    arrays = [as_int_array(v, name, i) for i, v in enumerate(values)]
-    lengths = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
-    return np.concatenate(arrays), lengths
-
-
 def _starts(lengths: np.ndarray) -> np.ndarray:
     return np.cumsum(lengths) - lengths
 
 
 def _feature_of(position: int, lengths: np.ndarray) -> int:
     return int(np.searchsorted(np.cumsum(lengths), position, side="right"))
-
-
-def _check_range(ids: np.ndarray, lengths: np.ndarray, vocab_size: int) -> None:
-    bad = np.flatnonzero((ids < 0) | (ids >= vocab_size))
-    if bad.size:
-        index = _feature_of(int(bad[0]), lengths)
-        start = int(_starts(lengths)[index])
-        check_vocabulary_range(ids[start : start + int(lengths[index])], vocab_size, "input_ids", index)
 
 
 def _aligned(features: Sequence[Mapping], name: str, lengths: np.ndarray) -> np.ndarray | None:
@@ -134,10 +98,10 @@ def _aligned(features: Sequence[Mapping], name: str, lengths: np.ndarray) -> np.
     if not any(present):
         return None
     if all(present):
-        flat, got = int_column([f[name] for f in features], name)
+        flat, got = id_column([f[name] for f in features], name, allow_bool=True)
     else:
         rows = [f[name] if p else [1] * int(n) for f, p, n in zip(features, present, lengths.tolist())]
-        flat, got = int_column(rows, name)
+        flat, got = id_column(rows, name, allow_bool=True)
     mismatch = np.flatnonzero(got != lengths)
     if mismatch.size:
         index = int(mismatch[0])
@@ -153,7 +117,7 @@ def _labels(features: Sequence[Mapping], ids: np.ndarray, lengths: np.ndarray, v
     if not any(present):
         return ids.copy()
     if all(present):  # one pass; an error names the feature by its index in the batch
-        flat, got = int_column([f["labels"] for f in features], "labels")
+        flat, got = id_column([f["labels"] for f in features], "labels")
     else:
         flat, got = _indexed(features, present)
     which = np.flatnonzero(present)  # (P,) features that bring labels
@@ -177,7 +141,7 @@ def _labels(features: Sequence[Mapping], ids: np.ndarray, lengths: np.ndarray, v
 
 def _indexed(features: Sequence[Mapping], present: list[bool]) -> tuple[np.ndarray, np.ndarray]:
     """The labels of the features that have them, read one by one (errors name the feature)."""
-    arrays = [as_int_array(f["labels"], "labels", i) for i, (f, p) in enumerate(zip(features, present)) if p]
+    arrays = [id_sequence(f["labels"], "labels", f"feature {i}") for i, (f, p) in enumerate(zip(features, present)) if p]
     return np.concatenate(arrays), np.fromiter((a.size for a in arrays), np.int64, len(arrays))
 
 
@@ -237,14 +201,14 @@ def _documents(features: Sequence[Mapping], packed: np.ndarray, lengths: np.ndar
 def _row_documents(feature: Mapping, index: int, length: int) -> np.ndarray:
     """Document lengths of one pre-packed row, from its position_ids or seq_lengths."""
     if feature.get("position_ids") is not None:
-        positions = as_int_array(feature["position_ids"], "position_ids", index)  # (L,)
+        positions = id_sequence(feature["position_ids"], "position_ids", f"feature {index}")  # (L,)
         if positions.size != length:
             raise ValueError(f"feature {index}: position_ids length differs from input_ids")
         try:
             return document_lengths_from_position_ids(positions)
         except ValueError as error:
             raise ValueError(f"feature {index}: {error}") from None
-    sizes = as_int_array(feature["seq_lengths"], "seq_lengths", index)
+    sizes = id_sequence(feature["seq_lengths"], "seq_lengths", f"feature {index}")
     if (sizes <= 0).any():
         raise ValueError(f"feature {index}: seq_lengths must be positive, got {sizes.tolist()}")
     if int(sizes.sum()) != length:

@@ -52,7 +52,6 @@ from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators import masking
-from hf_lmobj.collators.features import as_int_array
 from hf_lmobj.collators.packed_attention import check_dense_mask
 from hf_lmobj.collators.packing import (
     best_fit_decreasing,
@@ -61,6 +60,7 @@ from hf_lmobj.collators.packing import (
     flash_attention_kwargs,
 )
 from hf_lmobj.collators.seeding import example_key, example_seed, resolve_seed
+from hf_lmobj.validation import check_column_range, check_count, check_flag, check_length, check_number, id_column
 
 MASK_ATTENTION = ("eager", "sdpa")
 ENCODER_PACKED_ATTENTION = ("auto", "4d_mask", "cu_seq_lens")
@@ -120,10 +120,14 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     return_tensors: str = "pt"
 
     def __post_init__(self) -> None:
-        for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        self.mlm_probability = check_number(  # 0 would select nothing: no target, nothing trained
+            self.mlm_probability, "mlm_probability", 0.0, 1.0, low_open=True,
+            hint="the share of tokens selected for prediction (0 would train nothing; BERT uses 0.15)",
+        )
+        for name in ("mask_replace_prob", "random_replace_prob"):
+            setattr(self, name, check_number(getattr(self, name), name, 0.0, 1.0))
+        for name in ("whole_word_mask", "packing", "return_sparse_indices"):
+            setattr(self, name, check_flag(getattr(self, name), name))
         if self.mask_replace_prob + self.random_replace_prob > 1 + 1e-9:
             raise ValueError(
                 "mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay as is), "
@@ -135,9 +139,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         if self.tokenizer.pad_token_id is None:
             raise ValueError("tokenizer has no pad token; set tokenizer.pad_token before collating")
         for name in ("pad_to_multiple_of", "max_length", "sliding_window"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+            setattr(self, name, check_length(getattr(self, name), name, optional=True))
         if self.packing and self.max_length is None:
             raise ValueError("packing=True needs max_length (the row length to pack documents into)")
         if self.attn_implementation not in MASK_ATTENTION and "flash" not in self.attn_implementation:
@@ -148,8 +150,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
                 f"packed_attention must be one of {ENCODER_PACKED_ATTENTION}, got {self.packed_attention!r} "
                 "(encoders build their mask without position_ids: 'position_ids' alone would not isolate)"
             )
-        if not isinstance(self.position_ids_start, int) or self.position_ids_start < 0:
-            raise ValueError(f"position_ids_start must be an int >= 0, got {self.position_ids_start}")
+        self.position_ids_start = check_length(self.position_ids_start, "position_ids_start", minimum=0)
         if self.return_tensors != "pt":
             raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
         dtype = self.mask_dtype
@@ -171,9 +172,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch mixed into seeded masks (each epoch then masks every example afresh)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
-        self.epoch = epoch
+        self.epoch = check_count(epoch, "epoch")
 
     def torch_call(self, features: list[Any]) -> dict[str, Any]:
         """Collate ``features`` (dicts with ``input_ids``, or bare id sequences) into a batch."""
@@ -181,10 +180,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
             raise ValueError("empty batch: the collator needs at least one feature")
         features = [_as_mapping(f, i) for i, f in enumerate(features)]
         ids, lengths, extras = _flatten(features)
-        size = self._tables.special.numel()
-        if int(ids.min()) < 0 or int(ids.max()) >= size:
-            raise ValueError(f"input_ids must lie in [0, len(tokenizer)={size}), got "
-                             f"[{int(ids.min())}, {int(ids.max())}]")
+        check_column_range(ids.numpy(), lengths, self._tables.special.numel())
         starts = np.zeros(len(lengths), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
         doc_starts = torch.zeros(ids.numel(), dtype=torch.bool)  # (N,)
@@ -192,6 +188,11 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         eligible = ~self._tables.special.index_select(0, ids)  # (N,)
         if "special_tokens_mask" in extras:
             eligible &= extras["special_tokens_mask"] == 0
+        if not bool(eligible.any()):
+            raise ValueError(
+                "no token of this batch can be selected for prediction (every one is a special token or "
+                "marked in special_tokens_mask), so it has no target; drop features without ordinary tokens"
+            )
         uniform = self._uniforms(features, ids, starts, lengths)  # (2, N) float64
         words = self._word_starts(ids, doc_starts, eligible, extras)
         selected = masking.select_positions(uniform[0], eligible, words, self.mlm_probability)
@@ -330,7 +331,7 @@ def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarra
         if padded:
             raise ValueError(f"feature {i} is padded (attention_mask has zeros); pass unpadded "
                              "features, the collator pads")
-    ids = _concat(rows, int(lengths.sum()), "input_ids")
+    ids = torch.from_numpy(id_column(rows, "input_ids")[0])  # (N,)
     extras = {}
     for name in PER_TOKEN_KEYS:
         present = [name in f for f in features]
@@ -340,30 +341,22 @@ def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarra
             values = [f[name] for f in features]
             if [len(v) for v in values] != lengths.tolist():
                 raise ValueError(f"{name!r} must be as long as input_ids in every feature")
-            dtype = np.float64 if name == "word_ids" else np.int64
-            extras[name] = _concat(values, int(lengths.sum()), name, dtype)
+            if name == "word_ids":
+                extras[name] = _word_ids(values, int(lengths.sum()))
+            else:  # a special_tokens_mask may hold bools; token_type_ids are ids
+                flat, _ = id_column(values, name, allow_bool=name == "special_tokens_mask")
+                extras[name] = torch.from_numpy(flat)
     return ids, lengths, extras
 
 
-def _concat(rows: list[Any], total: int, name: str, dtype=np.int64) -> torch.Tensor:
-    """Rows of one per-token field as one flat tensor; integer fields must really hold ints."""
+def _word_ids(rows: list[Any], total: int) -> torch.Tensor:
+    """Word ids of every token as one flat float64 tensor (None, for special tokens, becomes NaN)."""
     if all(isinstance(r, list) for r in rows):
-        if dtype is not np.float64:  # a column holds one type: its first values tell floats and bools
-            firsts = [r[0] for r in rows if r]
-            if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in firsts):
-                kinds = sorted({type(x).__name__ for x in firsts})
-                raise TypeError(f"{name!r} must hold ints, got {kinds}")
         try:
-            flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=total)
-        except (TypeError, ValueError) as error:
-            if dtype is np.float64:  # word_ids holding None: np.array maps None to NaN
-                flat = np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64)
-            else:
-                raise TypeError(f"{name!r} must be flat sequences of ints ({error})") from None
-        return torch.from_numpy(flat)
-    if dtype is not np.float64:
-        return torch.from_numpy(np.concatenate([as_int_array(r, name, i) for i, r in enumerate(rows)]))
-    arrays = [np.asarray(r.cpu() if isinstance(r, torch.Tensor) else r, dtype=dtype) for r in rows]
+            return torch.from_numpy(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=total))
+        except (TypeError, ValueError):  # None: np.array maps it to NaN
+            return torch.from_numpy(np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64))
+    arrays = [np.asarray(r.cpu() if isinstance(r, torch.Tensor) else r, dtype=np.float64) for r in rows]
     if any(a.ndim != 1 for a in arrays):
-        raise ValueError(f"{name!r} must be one flat sequence per feature")
+        raise ValueError("'word_ids' must be one flat sequence per feature")
     return torch.from_numpy(np.concatenate(arrays))
