@@ -100,7 +100,9 @@ def id_sequence(value: Any, field: str = "input_ids", where: str = "", allow_boo
     return ids.astype(np.int64, copy=False)
 
 
-def id_column(values: Sequence[Any], field: str = "input_ids", allow_bool: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def id_column(
+    values: Sequence[Any], field: str = "input_ids", allow_bool: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Sequences of ids (one per feature) back to back as one flat int64 array, and their lengths.
 
     Every element is checked as in :func:`id_sequence`. Lists of Python ints take one C-level pass
@@ -231,7 +233,8 @@ def check_labels(
         raise TypeError(f"{field} must be a torch.Tensor of class indices, got {type(labels).__name__}")
     if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
         raise TypeError(
-            f"{field} must hold integer class indices, got dtype {labels.dtype}; pass a long tensor (-100 = not scored)"
+            f"{field} must hold integer class indices, got dtype {labels.dtype}; "
+            "pass a long tensor (-100 = not scored)"
         )
     if shape is not None and tuple(labels.shape) != tuple(shape):
         raise ValueError(f"{field} shape {tuple(labels.shape)} must equal {shape_of} {tuple(shape)}")

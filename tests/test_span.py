@@ -214,6 +214,10 @@ def test_mean_span_length_within_ten_percent(density, mean, length):
 def test_packing_keeps_every_token_and_document(tokenizer, lengths, input_length, seed):
     docs = [[110 + (7 * d + i) % 800 for i in range(n)] for d, n in enumerate(lengths)]
     collator = DataCollatorForSpanCorruption(tokenizer, input_length=input_length, packing=True, seed=seed)
+    if all(n == 1 for n in lengths):  # nothing to corrupt anywhere: no target, refused
+        with pytest.raises(ValueError, match="no target"):
+            collator([{"input_ids": d} for d in docs])
+        return
     batch = collator([{"input_ids": d} for d in docs])
     assert batch["input_ids"].shape[1] == input_length
     assert batch["labels"].shape[1] == collator.targets_length

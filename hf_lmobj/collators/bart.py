@@ -36,6 +36,7 @@ from hf_lmobj.collators.span import (
     shift_right,
 )
 from hf_lmobj.collators.span_noise import random_segmentation
+from hf_lmobj.validation import check_count, check_flag, check_id_range, check_length, check_number, id_sequence
 
 
 def poisson_span_lengths(budget: int, rate: float, generator: torch.Generator) -> torch.Tensor:
@@ -145,10 +146,14 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     return_tensors: str = "pt"
 
     def __post_init__(self, model: Any) -> None:
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
-        if not self.poisson_rate > 0.0:
-            raise ValueError(f"poisson_rate must be > 0, got {self.poisson_rate}")
+        self.mask_ratio = check_number(self.mask_ratio, "mask_ratio", 0.0, 1.0, low_open=True, high_open=True,
+                                       hint="the share of tokens masked (BART: 0.3)")
+        self.poisson_rate = check_number(self.poisson_rate, "poisson_rate", 0.0, low_open=True,
+                                         hint="the mean span length (BART: 3.0)")
+        self.permute_sentences = check_flag(self.permute_sentences, "permute_sentences")
+        self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
+        if self.return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
         self.bos_token_id = required_token_id(self.tokenizer, "bos")
         self.eos_token_id = required_token_id(self.tokenizer, "eos")
         self.pad_token_id = required_token_id(self.tokenizer, "pad")
@@ -158,7 +163,9 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         self.decoder_start_token_id = resolve_decoder_start(
             self.decoder_start_token_id, model, self.tokenizer
         )
-        self.end_ids = torch.tensor(list(self.sentence_end_token_ids or []), dtype=torch.long)
+        end_ids = id_sequence(list(self.sentence_end_token_ids or []), "sentence_end_token_ids")
+        check_id_range(end_ids, len(self.tokenizer), "sentence_end_token_ids")
+        self.end_ids = torch.from_numpy(end_ids)
         if self.permute_sentences and not len(self.end_ids):
             raise ValueError("permute_sentences=True needs sentence_end_token_ids (e.g. '.' or newline ids)")
         self._seed = resolve_seed(self.seed)
@@ -166,7 +173,7 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
 
     def set_epoch(self, epoch: int) -> None:
         """Draw new noise for the next epoch."""
-        self.epoch = int(epoch)
+        self.epoch = check_count(epoch, "epoch")
 
     def _body(self, feature: Mapping[str, Any], index: int) -> torch.Tensor:
         tokens = torch.from_numpy(token_ids(feature, index, len(self.tokenizer)))  # (T,)

@@ -141,7 +141,7 @@ def _labels(features: Sequence[Mapping], ids: np.ndarray, lengths: np.ndarray, v
 
 def _indexed(features: Sequence[Mapping], present: list[bool]) -> tuple[np.ndarray, np.ndarray]:
     """The labels of the features that have them, read one by one (errors name the feature)."""
-    arrays = [id_sequence(f["labels"], "labels", f"feature {i}") for i, (f, p) in enumerate(zip(features, present)) if p]
+    arrays = [id_sequence(f["labels"], "labels", f"feature {i}") for i, f in enumerate(features) if present[i]]
     return np.concatenate(arrays), np.fromiter((a.size for a in arrays), np.int64, len(arrays))
 
 

@@ -36,6 +36,7 @@ from hf_lmobj.collators.features import token_ids
 from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
 from hf_lmobj.collators.span_noise import (
     check_noise_args,
+    corrupted_lengths,
     collator_lengths,
     largest_fitting_length,
     noise_span_counts,
@@ -43,7 +44,13 @@ from hf_lmobj.collators.span_noise import (
     span_corrupt,
 )
 
+from hf_lmobj.validation import check_count, check_flag, check_has_targets, check_length, check_token_id
+
 IGNORE_INDEX = -100
+#: The shortest encoder input that holds a noise span: one kept token, one sentinel, EOS.
+MIN_INPUT_LENGTH = corrupted_lengths(2, 0.5, 1.0)[0]
+INPUT_NEEDS = "one kept token, one sentinel and EOS: shorter inputs hold no noise span, so no target"
+NO_TARGET_FIX = "every document is a single token (nothing to corrupt); drop such documents"
 
 
 def sentinel_token_ids(tokenizer: Any) -> list[int]:
@@ -81,7 +88,7 @@ def required_token_id(tokenizer: Any, name: str) -> int:
 def resolve_decoder_start(explicit: int | None, model: Any, tokenizer: Any) -> int:
     """The explicit id, else ``model.config.decoder_start_token_id``, else the pad id (as T5)."""
     if explicit is not None:
-        return int(explicit)
+        return check_token_id(explicit, "decoder_start_token_id", len(tokenizer))
     if model is not None:
         start = getattr(getattr(model, "config", None), "decoder_start_token_id", None)
         if start is None:
@@ -147,8 +154,8 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         tokenizer: needs ``<extra_id_N>`` sentinels, an EOS and a pad token.
         noise_density: share of tokens corrupted, in (0, 1).
         mean_noise_span_length: mean span length (>= 1).
-        input_length: fixed encoder length; examples may then hold at most
-            ``raw_tokens_length`` tokens and outputs are exactly ``input_length`` /
+        input_length: fixed encoder length, >= 3 (a kept token, a sentinel, EOS); examples may
+            then hold at most ``raw_tokens_length`` tokens and outputs are exactly ``input_length`` /
             ``targets_length`` long. None: pad to the longest in the batch.
         decoder_start_token_id: defaults to ``model.config.decoder_start_token_id`` when
             ``model`` is given, else the pad id (T5's convention).
@@ -170,7 +177,16 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
     return_tensors: str = "pt"
 
     def __post_init__(self, model: Any) -> None:
-        check_noise_args(self.noise_density, self.mean_noise_span_length)
+        self.noise_density, self.mean_noise_span_length = check_noise_args(
+            self.noise_density, self.mean_noise_span_length
+        )
+        self.input_length = check_length(
+            self.input_length, "input_length", MIN_INPUT_LENGTH, INPUT_NEEDS, optional=True
+        )
+        self.packing = check_flag(self.packing, "packing")
+        self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
+        if self.return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
         self.eos_token_id = required_token_id(self.tokenizer, "eos")
         self.pad_token_id = required_token_id(self.tokenizer, "pad")
         self.sentinel_ids = torch.tensor(sentinel_token_ids(self.tokenizer), dtype=torch.long)
@@ -193,7 +209,7 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
 
     def set_epoch(self, epoch: int) -> None:
         """Draw new masks for the next epoch (same ``(seed, epoch)`` -> same masks)."""
-        self.epoch = int(epoch)
+        self.epoch = check_count(epoch, "epoch")
 
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
@@ -201,6 +217,7 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         documents = [(self._tokens(f, i), self._generator(f)) for i, f in enumerate(features)]
         if self.packing:
             rows = list(self._packed_rows(documents))
+            check_has_targets(sum(len(targets) for _, targets in rows), "this batch", NO_TARGET_FIX)
         else:
             rows = [self._corrupt_whole(tokens, gen) for tokens, gen in documents]
         return self._assemble(rows)

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import torch
 
+from hf_lmobj.validation import check_length, check_number
 
-def check_noise_args(noise_density: float, mean_noise_span_length: float) -> None:
-    """Raise ``ValueError`` unless ``0 < noise_density < 1`` and ``mean_noise_span_length >= 1``."""
-    if not isinstance(noise_density, (int, float)) or not 0.0 < noise_density < 1.0:
-        raise ValueError(f"noise_density must be in (0, 1) exclusive, got {noise_density!r}")
-    if not isinstance(mean_noise_span_length, (int, float)) or mean_noise_span_length < 1.0:
-        raise ValueError(
-            f"mean_noise_span_length must be a number >= 1, got {mean_noise_span_length!r}"
-        )
+
+def check_noise_args(noise_density: float, mean_noise_span_length: float) -> tuple[float, float]:
+    """Both as floats, or an error unless ``0 < noise_density < 1`` and ``1 <= mean_noise_span_length < inf``."""
+    density = check_number(noise_density, "noise_density", 0.0, 1.0, low_open=True, high_open=True,
+                           hint="the share of tokens corrupted (T5: 0.15)")
+    mean = check_number(mean_noise_span_length, "mean_noise_span_length", 1.0, hint="T5 uses 3.0")
+    return density, mean
 
 
 def noise_span_counts(
@@ -90,9 +90,8 @@ def compute_input_and_target_lengths(
         >>> compute_input_and_target_lengths(1024, 0.15, 3.0)
         (1137, 229)
     """
-    check_noise_args(noise_density, mean_noise_span_length)
-    if not isinstance(inputs_length, int) or inputs_length < 2:
-        raise ValueError(f"inputs_length must be an int >= 2, got {inputs_length!r}")
+    noise_density, mean_noise_span_length = check_noise_args(noise_density, mean_noise_span_length)
+    inputs_length = check_length(inputs_length, "inputs_length", minimum=2)
 
     def lengths(tokens_length: int) -> tuple[int, int]:
         num_noise = int(round(tokens_length * noise_density))

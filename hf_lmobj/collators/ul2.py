@@ -49,6 +49,7 @@ from hf_lmobj.collators.span_noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
+from hf_lmobj.validation import check_count, check_flag, check_length, check_number
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,10 @@ class Denoiser:
     def __post_init__(self) -> None:
         if self.mean_noise_span_length is not None:
             check_noise_args(self.noise_density, self.mean_noise_span_length)
-        elif not 0.0 < self.noise_density < 1.0:
-            raise ValueError(f"S denoiser noise_density must be in (0, 1), got {self.noise_density}")
-        if not self.weight >= 0.0:
-            raise ValueError(f"Denoiser weight must be >= 0, got {self.weight}")
+        else:
+            check_number(self.noise_density, "S denoiser noise_density", 0.0, 1.0, low_open=True, high_open=True,
+                         hint="the share of tokens at the end that form the target")
+        check_number(self.weight, "Denoiser weight", 0.0, hint="its share of the mixture, relative to the others")
 
     def lengths(self, length: int) -> tuple[int, int]:
         """``(inputs, targets)`` lengths for ``length`` raw tokens, mode token and EOS included."""
@@ -109,8 +110,7 @@ def ul2_lengths(
         >>> ul2_lengths(512)
         (567, 380)
     """
-    if not isinstance(input_length, int) or input_length < 4:
-        raise ValueError(f"input_length must be an int >= 4, got {input_length!r}")
+    input_length = check_length(input_length, "input_length", 4, "a mode token, 2 raw tokens and EOS")
 
     def need(n: int) -> int:
         return max(sum(d.lengths(n)) if decoder_only else d.lengths(n)[0] for d in denoisers)
@@ -176,6 +176,10 @@ class DataCollatorForUL2(DataCollatorMixin):
     def __post_init__(self, model: Any) -> None:
         if not self.denoisers or not all(isinstance(d, Denoiser) for d in self.denoisers):
             raise TypeError("denoisers must be a non-empty sequence of Denoiser")
+        self.decoder_only = check_flag(self.decoder_only, "decoder_only")
+        self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
+        if self.return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
         self.weights = torch.tensor([float(d.weight) for d in self.denoisers])
         if float(self.weights.sum()) <= 0:
             raise ValueError("at least one denoiser needs a positive weight")
@@ -208,7 +212,7 @@ class DataCollatorForUL2(DataCollatorMixin):
 
     def set_epoch(self, epoch: int) -> None:
         """Draw new denoisers and masks for the next epoch."""
-        self.epoch = int(epoch)
+        self.epoch = check_count(epoch, "epoch")
 
     def corrupt(self, feature: Mapping[str, Any], index: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:
         """``(denoiser index, inputs with mode token, targets)`` for one feature."""
