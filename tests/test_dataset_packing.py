@@ -37,7 +37,7 @@ def _runs(pos: list[int]) -> list[int]:
 @settings(max_examples=300, deadline=None)
 @given(
     docs=st.lists(st.lists(st.integers(0, 50), min_size=1, max_size=30), min_size=1, max_size=15),
-    max_length=st.integers(1, 24),
+    max_length=st.integers(2, 24),
     strategy=st.sampled_from(["best_fit", "fixed"]),
 )
 def test_pack_documents_loses_and_duplicates_nothing(docs, max_length, strategy):
@@ -141,8 +141,9 @@ def test_stock_trainer_that_drops_the_boundaries_fails_loudly(streaming, tokeniz
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"max_length": 0}, "max_length must be a positive"),
-        ({"max_length": 8, "buffer_size": 0}, "buffer_size must be a positive"),
+        ({"max_length": 0}, "max_length must be an int >= 2"),
+        ({"max_length": 1}, "max_length must be an int >= 2"),
+        ({"max_length": 8, "buffer_size": 0}, "buffer_size must be an int >= 1"),
         ({"max_length": 8, "strategy": "greedy"}, "strategy must be one of"),
     ],
 )

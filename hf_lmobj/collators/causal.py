@@ -55,6 +55,8 @@ from transformers.data.data_collator import DataCollatorMixin
 from hf_lmobj.collators.causal_features import FlatFeatures, read_features
 from hf_lmobj.collators.causal_packing import (
     IGNORE_INDEX,
+    MIN_ROW_LENGTH,
+    ROW_NEEDS,
     Layout,
     PackingStats,
     assemble_rows,
@@ -72,9 +74,6 @@ from hf_lmobj.collators.packed_attention import (
 from hf_lmobj.validation import check_flag, check_has_targets, check_length
 
 ATTN_IMPLEMENTATIONS = MASK_IMPLEMENTATIONS + FLASH_IMPLEMENTATIONS
-#: A row shorter than 2 tokens has no next-token target: every chunk's first token is not trained.
-MIN_ROW_LENGTH = 2
-ROW_NEEDS = "a row needs a token and the next one to train on; shorter chunks have no target"
 NO_TARGET_FIX = (
     "every document is a single token or every label is -100; drop features without a trained token "
     "(e.g. a prompt whose completion was cut off)"

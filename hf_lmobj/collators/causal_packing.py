@@ -32,6 +32,9 @@ import torch
 from hf_lmobj.collators.packing import best_fit_placement
 
 IGNORE_INDEX = -100
+#: Rows (``max_length``) shorter than 2 tokens have no next-token target: a chunk's first token is not trained.
+MIN_ROW_LENGTH = 2
+ROW_NEEDS = "a row needs a token and the next one to train on; shorter chunks have no target"
 
 
 class AssembledRows(NamedTuple):

@@ -38,7 +38,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Sequence, TypeVar
 
 import datasets
@@ -46,7 +45,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hf_lmobj.collators.causal_packing import IGNORE_INDEX, Layout, pack_layout
+from hf_lmobj.collators.causal_packing import IGNORE_INDEX, MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
+from hf_lmobj.validation import check_length, id_column
 
 STRATEGIES = ("best_fit", "fixed")
 PACKED_COLUMNS = ("input_ids", "position_ids", "attention_mask", "labels")
@@ -118,15 +118,16 @@ def pack_documents(
         >>> pack_documents([[1, 2, 3], [4, 5]], max_length=3)["position_ids"]
         [[0, 1, 2], [0, 1]]
     """
+    max_length = check_length(max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    lengths = np.fromiter(map(len, documents), np.int64, len(documents))
-    if labels is not None and [len(row) for row in labels] != lengths.tolist():
-        raise ValueError("labels must have the same length as input_ids in every document")
-    flat = np.fromiter(itertools.chain.from_iterable(documents), np.int64, int(lengths.sum()))
+    flat, lengths = id_column(documents, "input_ids")
+    _check_non_negative(flat, "input_ids")
     flat_labels = None
     if labels is not None:
-        flat_labels = np.fromiter(itertools.chain.from_iterable(labels), np.int64, int(lengths.sum()))
+        flat_labels, label_lengths = id_column(labels, "labels")
+        if not np.array_equal(label_lengths, lengths):
+            raise ValueError("labels must have the same length as input_ids in every document")
     table = _pack_columns(flat, flat_labels, lengths, max_length, strategy)
     return {name: table[name].to_pylist() for name in table.column_names}
 
@@ -152,16 +153,36 @@ def _pack_columns(
 
 def _pack_table(table: pa.Table, max_length: int, strategy: str) -> pa.Table:
     """``Dataset.map`` function over Arrow batches: the documents of ``table`` as packed rows."""
-    ids_column = table.column("input_ids").combine_chunks()
+    ids_column = _int_list_column(table, "input_ids")
     lengths = pc.list_value_length(ids_column).to_numpy(zero_copy_only=False).astype(np.int64)
     ids = ids_column.flatten().to_numpy(zero_copy_only=False)
+    _check_non_negative(ids, "input_ids")
     labels = None
     if "labels" in table.column_names:
-        labels_column = table.column("labels").combine_chunks()
+        labels_column = _int_list_column(table, "labels")
         if pc.list_value_length(labels_column).to_numpy(zero_copy_only=False).tolist() != lengths.tolist():
             raise ValueError("labels must have the same length as input_ids in every document")
         labels = labels_column.flatten().to_numpy(zero_copy_only=False).astype(ids.dtype, copy=False)
     return _pack_columns(ids, labels, lengths, max_length, strategy)
+
+
+def _int_list_column(table: pa.Table, name: str) -> pa.Array:
+    """Column ``name`` as one Arrow list array of ints, or a TypeError naming its type and the fix."""
+    column = table.column(name).combine_chunks()
+    kind = column.type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_integer(kind.value_type):
+        raise TypeError(
+            f"the {name!r} column must hold lists of ints (token ids), got {kind}; cast it, e.g. "
+            f"dataset.cast_column({name!r}, datasets.Sequence(datasets.Value('int64')))"
+        )
+    if column.null_count or column.flatten().null_count:
+        raise ValueError(f"the {name!r} column has missing values (None); drop or fill those rows")
+    return column
+
+
+def _check_non_negative(ids: np.ndarray, name: str) -> None:
+    if ids.size and int(ids.min()) < 0:
+        raise ValueError(f"{name} must be token ids >= 0, got {int(ids.min())}; was it tokenized?")
 
 
 def _column_names(dataset: datasets.Dataset | datasets.IterableDataset) -> list[str]:
@@ -184,16 +205,17 @@ def pack_dataset(
     Args:
         dataset: a ``Dataset`` or ``IterableDataset`` with an ``input_ids`` column (one document
             per row) and optionally ``labels`` aligned with it.
-        max_length: row length; longer documents are split into chunks.
+        max_length: row length, >= 2 (a token and the next one); longer documents are split.
         buffer_size: documents packed together (the map batch size); for a stream, the most
             documents held in memory. Larger buffers pack tighter.
         strategy: ``"best_fit"`` (rows of at most ``max_length``) or ``"fixed"`` (exactly).
         num_proc: worker processes for ``Dataset.map`` (ignored for streams).
     """
-    if not isinstance(max_length, int) or max_length <= 0:
-        raise ValueError(f"max_length must be a positive int, got {max_length!r}")
-    if not isinstance(buffer_size, int) or buffer_size <= 0:
-        raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+    max_length = check_length(max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS)
+    buffer_size = check_length(buffer_size, "buffer_size")
+    num_proc = check_length(num_proc, "num_proc", optional=True)
+    if not isinstance(dataset, (datasets.Dataset, datasets.IterableDataset)):
+        raise TypeError(f"dataset must be a datasets.Dataset or IterableDataset, got {type(dataset).__name__}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     columns = _column_names(dataset)
