@@ -45,6 +45,8 @@ from dataclasses import dataclass
 import torch
 from torch.autograd.function import once_differentiable
 
+from hf_lmobj.validation import check_labels, check_length, check_num_items_in_batch, check_number
+
 #: Budget, in elements, of one chunk's logits block when ``chunk_size`` is left to ``None``.
 DEFAULT_CHUNK_ELEMENTS = 2**24
 
@@ -58,12 +60,9 @@ class HeadLossOptions:
     softcap: float | None = None  # logits -> softcap * tanh(logits / softcap) (Gemma 2: 30.0)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.z_loss < 0.0:
-            raise ValueError(f"z_loss must be >= 0, got {self.z_loss}")
-        if self.softcap is not None and not self.softcap > 0.0:
-            raise ValueError(f"softcap must be a positive float or None, got {self.softcap}")
+        check_number(self.label_smoothing, "label_smoothing", 0.0, 1.0, high_open=True, hint="0 switches it off")
+        check_number(self.z_loss, "z_loss", 0.0, hint="0 switches it off (PaLM uses 1e-4)")
+        check_number(self.softcap, "softcap", 0.0, low_open=True, optional=True, hint="None switches it off")
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -103,9 +102,7 @@ def resolve_chunk_size(chunk_size: int | None, vocab_size: int) -> int:
     """
     if chunk_size is None:
         return max(1, DEFAULT_CHUNK_ELEMENTS // max(vocab_size, 1))
-    if not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
-    return chunk_size
+    return check_length(chunk_size, "chunk_size")
 
 
 def token_losses_and_grad(
@@ -225,14 +222,14 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
 
 
 def _denominator(num_items_in_batch, kept: int, like: torch.Tensor) -> torch.Tensor:
-    if num_items_in_batch is None:
-        return like.new_tensor(float(max(kept, 1)))
-    if isinstance(num_items_in_batch, bool) or not isinstance(num_items_in_batch, (int, float, torch.Tensor)):
-        raise TypeError(f"num_items_in_batch must be an int, a float or a 0-d tensor, got {num_items_in_batch!r}")
-    if not isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch < 0:
-        raise ValueError(f"num_items_in_batch must be >= 0, got {num_items_in_batch}")
-    count = torch.as_tensor(num_items_in_batch, device=like.device).to(like.dtype).reshape(())
-    return count.clamp_min(1.0)
+    """The loss denominator: ``num_items_in_batch`` (checked), else ``kept``, the batch's own targets.
+
+    A batch without targets has a summed loss of 0 and gets the denominator 1: it adds nothing to
+    the step (neither loss nor gradient), as it should under gradient accumulation.
+    """
+    count = check_num_items_in_batch(num_items_in_batch, kept)
+    count = float(kept) if count is None else count
+    return like.new_tensor(count if count > 0 else 1.0)
 
 
 def linear_cross_entropy(
@@ -257,8 +254,9 @@ def linear_cross_entropy(
             rows are skipped entirely.
         bias: optional ``(V,)`` head bias.
         num_items_in_batch: denominator of the summed loss (the target count of the whole
-            accumulated / data-parallel batch); default the number of kept rows. Denominators are
-            clamped to >= 1, so a batch without targets gives 0, not NaN.
+            accumulated / data-parallel batch; a number >= 0, 0 only when this batch has no
+            target); default the number of kept rows. A batch without targets gives 0 (its share
+            of the step's sum), not NaN.
         chunk_size: rows per chunk; ``None`` keeps each chunk's logits near 16M elements.
         label_smoothing, z_loss, softcap: see ``HeadLossOptions``.
 
@@ -272,44 +270,39 @@ def linear_cross_entropy(
         1.6094
     """
     opts = HeadLossOptions(label_smoothing, z_loss, softcap)
-    _check_shapes(hidden, weight, targets, bias)
+    targets = _check_inputs(hidden, weight, targets, bias, ignore_index)
     flat_h = hidden.reshape(-1, hidden.shape[-1])  # (N, H)
-    flat_t = targets.reshape(-1).long()  # (N,)
+    flat_t = targets.reshape(-1)  # (N,)
     keep = flat_t != ignore_index
     if not bool(keep.all()):
         rows = keep.nonzero().squeeze(1)  # (M,)
         flat_h, flat_t = flat_h.index_select(0, rows), flat_t.index_select(0, rows)
-    _check_target_range(flat_t, weight.shape[0], ignore_index)
     compute = compute_dtype(hidden, weight)
-    scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), hidden.new_zeros((), dtype=accumulation_dtype(compute)))
+    like = hidden.new_zeros((), dtype=accumulation_dtype(compute))
+    scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), like)
     return _ChunkedLinearCrossEntropy.apply(
         flat_h, weight, bias, flat_t, scale, opts, resolve_chunk_size(chunk_size, weight.shape[0]),
         torch.is_grad_enabled(), compute,
     )
 
 
-def _check_shapes(hidden, weight, targets, bias) -> None:
+def _check_inputs(hidden, weight, targets, bias, ignore_index: int) -> torch.Tensor:
+    """Check the head's inputs; return ``targets`` as int64 (class indices or ``ignore_index``)."""
+    for name, tensor in (("hidden", hidden), ("weight", weight), ("bias", bias)):
+        if tensor is not None and (not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point()):
+            kind = tensor.dtype if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise TypeError(f"{name} must be a floating-point tensor, got {kind}")
+    if hidden.dim() < 1:
+        raise ValueError("hidden must have a feature dimension (..., H), got a 0-d tensor")
     if weight.dim() != 2 or hidden.shape[-1] != weight.shape[1]:
         raise ValueError(
             f"weight must be (vocab, hidden={hidden.shape[-1]}), got {tuple(weight.shape)}; "
             "pass the head's weight as stored by nn.Linear (out_features first)"
         )
-    if tuple(targets.shape) != tuple(hidden.shape[:-1]):
-        raise ValueError(
-            f"targets shape {tuple(targets.shape)} must equal hidden's leading shape {tuple(hidden.shape[:-1])}"
-        )
-    if targets.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"targets must hold integer class indices, got dtype {targets.dtype}")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must be ({weight.shape[0]},), got {tuple(bias.shape)}")
-
-
-def _check_target_range(targets: torch.Tensor, vocab: int, ignore_index: int) -> None:
-    if targets.numel() and (bool((targets < 0).any()) or bool((targets >= vocab).any())):
-        raise ValueError(
-            f"targets must lie in [0, {vocab}) or equal ignore_index={ignore_index}; "
-            f"got values in [{int(targets.min())}, {int(targets.max())}]"
-        )
+    leading = "hidden's leading shape"
+    return check_labels(targets, "targets", weight.shape[0], ignore_index, shape=hidden.shape[:-1], shape_of=leading)
 
 
 @torch.no_grad()
@@ -334,11 +327,10 @@ def linear_token_losses(
         [1.3863, 0.0]
     """
     opts = HeadLossOptions(softcap=softcap)
-    _check_shapes(hidden, weight, targets, bias)
-    flat_h, flat_t = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1).long()  # (N, H), (N,)
+    targets = _check_inputs(hidden, weight, targets, bias, ignore_index)
+    flat_h, flat_t = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)  # (N, H), (N,)
     rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)
     kept_t = flat_t.index_select(0, rows)
-    _check_target_range(kept_t, weight.shape[0], ignore_index)
     compute = compute_dtype(hidden, weight)
     acc = accumulation_dtype(compute)
     w, b = weight.to(compute), None if bias is None else bias.to(compute)

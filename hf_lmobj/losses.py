@@ -33,6 +33,7 @@ from hf_lmobj.linear_cross_entropy import (
     linear_cross_entropy,
     linear_token_losses,
 )
+from hf_lmobj.validation import check_labels
 
 __all__ = [
     "causal_lm_loss",
@@ -77,17 +78,24 @@ def token_losses(
     return losses
 
 
+def check_logits(logits: Any) -> torch.Tensor:
+    """``logits`` (..., V): a floating-point tensor with a vocabulary dimension, else a clear error."""
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch.Tensor (..., vocab), got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise TypeError(f"logits must be floating point, got dtype {logits.dtype}; pass the model's logits (.float())")
+    if logits.dim() < 2 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must be (..., vocab) with vocab >= 1, got shape {tuple(logits.shape)}")
+    return logits
+
+
 def _summed_loss(logits, targets, num_items_in_batch, ignore_index, opts: HeadLossOptions) -> torch.Tensor:
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(
-            f"labels shape {tuple(targets.shape)} must equal the logits' leading shape {tuple(logits.shape[:-1])}"
-        )
+    check_logits(logits)
+    targets = check_labels(targets, "labels", logits.shape[-1], ignore_index, shape=logits.shape[:-1])
     flat_z = logits.reshape(-1, logits.shape[-1])  # (N, V)
-    flat_t = targets.reshape(-1).long()  # (N,)
+    flat_t = targets.reshape(-1)  # (N,)
     rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)
     kept_t = flat_t.index_select(0, rows)
-    if kept_t.numel() and (bool((kept_t < 0).any()) or bool((kept_t >= logits.shape[-1]).any())):
-        raise ValueError(f"labels must lie in [0, {logits.shape[-1]}) or equal ignore_index={ignore_index}")
     total = token_losses(flat_z.index_select(0, rows), kept_t, opts).sum()
     return total / _denominator(num_items_in_batch, kept_t.numel(), total.detach())
 
@@ -116,6 +124,8 @@ def causal_lm_loss(
     if shift_labels is None:
         if labels is None:
             raise ValueError("causal_lm_loss needs labels or shift_labels (got neither)")
+        check_logits(logits)
+        labels = check_labels(labels, "labels", logits.shape[-1], ignore_index, shape=logits.shape[:-1])
         shift_labels = next_token_targets(labels, ignore_index)
     return masked_lm_loss(
         logits, shift_labels, num_items_in_batch=num_items_in_batch, ignore_index=ignore_index,

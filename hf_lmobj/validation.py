@@ -328,27 +328,29 @@ def _as_list(values: Any, field: str) -> list:
     return list(values)
 
 
-def check_num_items_in_batch(value: Any, local_count: int) -> int | None:
-    """``num_items_in_batch`` (None, or a whole number no smaller than this batch's own targets).
+def check_num_items_in_batch(value: Any, local_count: int) -> float | None:
+    """``num_items_in_batch``: None, or a finite number >= 0 (a one-element tensor included), 0 only without targets.
 
-    It counts the targets of every micro-batch and process of the optimizer step, so it can never
-    be below ``local_count``, the targets of the batch at hand.
+    It counts the targets of every micro-batch and process of the optimizer step. ``transformers``
+    passes it as a float tensor (divided by the tensor / context / sequence-parallel sizes, or by
+    the GPU count under ``DataParallel``), so it need not be whole nor above ``local_count``, the
+    targets of the batch at hand; but 0 with targets in this batch would silently drop the division.
 
     Example:
-        >>> check_num_items_in_batch(torch.tensor(8), local_count=3)
-        8
-        >>> check_num_items_in_batch(2, local_count=3)  # doctest: +ELLIPSIS
+        >>> check_num_items_in_batch(torch.tensor(8.0), local_count=3)
+        8.0
+        >>> check_num_items_in_batch(0, local_count=3)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: num_items_in_batch=2 is smaller than this batch's 3 targets; it must count the targets of ...
+        ValueError: num_items_in_batch is 0 but this batch has 3 targets; it must count the targets of every ...
     """
     if value is None:
         return None
-    count = check_count(value, "num_items_in_batch")
-    if count < local_count:
+    count = check_number(value, "num_items_in_batch", 0.0, hint="the number of targets of the whole step, or None")
+    if count == 0 and local_count > 0:
         raise ValueError(
-            f"num_items_in_batch={count} is smaller than this batch's {local_count} targets; it must count "
-            "the targets of every micro-batch and process of the step (or be None)"
+            f"num_items_in_batch is 0 but this batch has {local_count} targets; it must count the targets of every "
+            "micro-batch and process of the step (or be None)"
         )
     return count
 
