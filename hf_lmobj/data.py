@@ -23,13 +23,13 @@ from typing import Iterator
 import datasets
 from transformers import PreTrainedTokenizerFast
 
+from hf_lmobj.collators.fim_format import FIM_TOKENS
+
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 NUM_SENTINELS = 100
 SENTINELS = tuple(f"<extra_id_{i}>" for i in range(NUM_SENTINELS))
 UL2_MODE_TOKENS = ("[R]", "[S]", "[X]")
-# Fill-in-the-middle sentinels, named as StarCoder's (bigcode) tokenizer names them.
-FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD = "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"
-FIM_TOKENS = (FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD)
+# FIM_TOKENS: the fill-in-the-middle sentinels, named as StarCoder's (bigcode) tokenizer names them
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK, MASK, *SENTINELS, *UL2_MODE_TOKENS, *FIM_TOKENS)
 _TOKENIZER_FORMAT = 2  # bump when the trained tokenizer's recipe changes (invalidates the cache); 2: FIM tokens
 
