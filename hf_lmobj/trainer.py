@@ -18,8 +18,10 @@ What it changes, and only that:
   whole by the main process, as accelerate does for its own FSDP / ZeRO-3; call it on every rank.
 * **evaluation** (``prediction_step`` / ``evaluation_loop``): per-row NLL sums and target counts
   are gathered instead of logits; ``eval_loss`` is total NLL / total targets and
-  ``eval_perplexity`` is its exponential, the corpus values. (Both are pure NLL: no label
-  smoothing or z-loss.) With ``compute_metrics`` the stock path still collects logits for it.
+  ``eval_perplexity`` is its exponential, the corpus values (inf where that overflows). (Both are
+  pure NLL: no label smoothing or z-loss.) An eval set without a single target reports ``nan``
+  for both, with a warning, never 0.0. With ``compute_metrics`` the stock path still collects
+  logits for it.
 
 ``make_compute_loss_func(objective)`` gives the same loss (on the model's logits) to a stock
 ``Trainer(compute_loss_func=...)``.
@@ -34,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Mapping
 
 import torch
@@ -43,6 +44,7 @@ from transformers import Trainer
 
 from hf_lmobj.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.losses import _summed_loss, causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, token_losses
+from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.objective_heads import (
     Objective,
     capture_head,
@@ -55,6 +57,7 @@ from hf_lmobj.objective_heads import (
     objective_targets,
 )
 from hf_lmobj.sharding import full_state_dict, has_dtensor_parameters
+from hf_lmobj.validation import check_flag, check_length
 
 IGNORE_INDEX = -100
 
@@ -131,8 +134,8 @@ class ObjectiveTrainer(Trainer):
         softcap = logit_softcap if logit_softcap is not None else model_softcap(self.model)
         self.loss_options = HeadLossOptions(self.args.label_smoothing_factor, z_loss, softcap)
         self.label_smoother = None  # label smoothing is part of loss_options
-        self.chunk_size = chunk_size
-        self.use_linear_head = use_linear_head
+        self.chunk_size = check_length(chunk_size, "chunk_size", optional=True)
+        self.use_linear_head = check_flag(use_linear_head, "use_linear_head")
         self._eval_totals: torch.Tensor | None = None  # (2,) float64: NLL sum, target count
         self._eval_rows: torch.Tensor | None = None  # (B, 2) of the last evaluated batch
 
@@ -236,11 +239,10 @@ class ObjectiveTrainer(Trainer):
             nll, count = self._eval_totals.tolist()
         finally:
             self._eval_totals = self._eval_rows = None
-        if count > 0:
-            mean = nll / count
-            output.metrics[f"{metric_key_prefix}_loss"] = mean
-            output.metrics[f"{metric_key_prefix}_perplexity"] = math.exp(mean) if mean < 700 else math.inf
-            output.metrics[f"{metric_key_prefix}_num_target_tokens"] = int(count)
+        mean, perplexity = mean_nll_and_perplexity(nll, count, f"the {metric_key_prefix} set")
+        output.metrics[f"{metric_key_prefix}_loss"] = mean  # nan, never 0.0, when nothing was scored
+        output.metrics[f"{metric_key_prefix}_perplexity"] = perplexity
+        output.metrics[f"{metric_key_prefix}_num_target_tokens"] = int(count)
         return output
 
     # ---- saving ---------------------------------------------------------------------------

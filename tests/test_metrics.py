@@ -173,6 +173,8 @@ def test_load_rejects_unknown_names():
 
 def test_metric_folders_share_one_scoring_file():
     core = (metric_path("perplexity").parent / "scoring.py").read_bytes()
+    checks = (metric_path("perplexity").parent.parent / "validation.py").read_bytes()  # hf_lmobj/validation.py
     for name in METRIC_NAMES:
         assert (metric_path(name) / "scoring.py").read_bytes() == core
+        assert (metric_path(name) / "validation.py").read_bytes() == checks
         assert os.path.exists(metric_path(name) / "requirements.txt")

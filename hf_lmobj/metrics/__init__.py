@@ -1,8 +1,10 @@
 """The perplexity and bits-per-byte ``evaluate`` metrics, shipped as Hub Space folders.
 
 Each metric is a folder laid out exactly as a Space on the Hub (``<name>.py``, ``README.md``,
-``requirements.txt`` and the shared ``scoring.py``, a link to :mod:`hf_lmobj.metrics.scoring`), so
-``evaluate.load(<folder>)`` works on the folder here, on a copy of it, and on the pushed Space.
+``requirements.txt`` and the shared ``scoring.py`` and ``validation.py``, links to
+:mod:`hf_lmobj.metrics.scoring` and :mod:`hf_lmobj.validation`), so ``evaluate.load(<folder>)``
+works on the folder here, on a copy of it, and on the pushed Space. (``scoring.py`` imports its
+sibling ``validation.py``; here that is ``hf_lmobj/metrics/validation.py``, a link as well.)
 
 Example:
     >>> from hf_lmobj.metrics import load
@@ -53,7 +55,7 @@ def export_space(name: str, destination: str | Path, repo_id: str | None = None)
     Example:
         >>> import tempfile
         >>> sorted(p.name for p in export_space("perplexity", tempfile.mkdtemp()).iterdir())
-        ['README.md', 'perplexity.py', 'requirements.txt', 'scoring.py']
+        ['README.md', 'perplexity.py', 'requirements.txt', 'scoring.py', 'validation.py']
     """
     target = Path(destination) / name
     shutil.copytree(metric_path(name), target, ignore=shutil.ignore_patterns(*_NOT_IN_SPACE))

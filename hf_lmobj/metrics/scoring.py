@@ -1,7 +1,8 @@
 """Score texts with a causal LM: per-text summed NLL over strided sliding windows, batched across texts.
 
 The one scoring loop behind both metric folders (``perplexity/`` and ``bits_per_byte/`` load it as
-their sibling ``scoring.py``, so this file imports nothing from ``hf_lmobj``) and the recipes.
+their sibling ``scoring.py``, so this file imports nothing from ``hf_lmobj`` but its sibling
+``validation.py``, a link to :mod:`hf_lmobj.validation`) and the recipes.
 
 Windows. A text of ``N`` tokens (BOS included when ``add_start_token``) has ``N - 1`` targets:
 token ``p + 1`` is predicted from the logits at position ``p``. The logit positions ``0 .. N - 2``
@@ -28,6 +29,11 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .validation import check_counts, check_flag, check_length, check_nll_sums
+
+#: What to do about an entry that scored nothing (it has no perplexity).
+EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"
+
 
 class TextScore(NamedTuple):
     """One text's summed negative log-likelihood (nats), scored tokens and UTF-8 bytes."""
@@ -49,8 +55,7 @@ def plan_windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[in
         >>> plan_windows(3, max_length=8, stride=2)
         [(0, 0, 2)]
     """
-    if max_length < 1 or not 1 <= stride <= max_length:
-        raise ValueError(f"need 1 <= stride <= max_length, got stride={stride}, max_length={max_length}")
+    check_window_lengths(max_length, stride)
     windows, done, last = [], 0, num_tokens - 1  # logit positions [0, last) have a target
     while done < last:
         end = min(done + (max_length if done == 0 else stride), last)
@@ -59,41 +64,67 @@ def plan_windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[in
     return windows
 
 
-def check_sums(nll: Sequence[float], counts: Sequence[int], count_name: str) -> tuple[list[float], list[int]]:
-    """Validate per-entry NLL sums and their counts (tokens or bytes); return them as plain lists.
-
-    Raises ValueError for a length mismatch, an empty input, a NaN or negative NLL, or a count that
-    is not a positive integer (an entry that scored nothing has no perplexity; leave it out).
+def check_window_lengths(max_length: int, stride: int) -> tuple[int, int]:
+    """``max_length`` (>= 1) and ``stride`` (in ``[1, max_length]``) of the sliding windows, as ints.
 
     Example:
-        >>> check_sums([1.5], [0], "num_tokens")
+        >>> check_window_lengths(8, 9)
         Traceback (most recent call last):
         ...
-        ValueError: num_tokens[0] is 0; every entry needs at least one scored token/byte (drop empty texts)
+        ValueError: stride must be an int in [1, max_length=8] (new tokens scored per window), got 9
     """
-    nll, counts = list(nll), list(counts)
+    max_length = check_length(max_length, "max_length", 1, "tokens per forward pass")
+    stride = check_length(stride, "stride", 1, "new tokens scored per window after the first")
+    if stride > max_length:
+        raise ValueError(
+            f"stride must be an int in [1, max_length={max_length}] (new tokens scored per window), got {stride}"
+        )
+    return max_length, stride
+
+
+def check_sums(nll: Sequence[float], counts: Sequence[int], count_name: str) -> tuple[list[float], list[int]]:
+    """Validate per-entry NLL sums and their counts (tokens or bytes) before any cast; return plain lists.
+
+    Every entry is checked: ``TypeError`` for a value that is not a number (a string, a bool);
+    ``ValueError`` for a length mismatch, an empty input, a NaN or negative NLL, or a count that is
+    not a whole number >= 1 (1.5 is refused, not truncated; an entry that scored nothing has no
+    perplexity: leave it out).
+
+    Example:
+        >>> check_sums([1.5], [0], "num_tokens")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: num_tokens[0] is 0; it must be >= 1; every entry needs at least one scored token/byte ...
+        >>> check_sums([1.0], [1.5], "num_tokens")
+        Traceback (most recent call last):
+        ...
+        ValueError: num_tokens[0] is 1.5; counts must be whole numbers >= 1
+    """
+    nll, counts = check_nll_sums(nll, "nll"), check_counts(counts, count_name, 1, EMPTY_ENTRY_FIX)
     if len(nll) != len(counts):
-        raise ValueError(f"nll has {len(nll)} entries but {count_name} has {len(counts)}; pass one of each per text")
+        raise ValueError(f"nll ({len(nll)}) and {count_name} ({len(counts)}) must have one entry per text each")
     if not nll:
         raise ValueError(f"nll and {count_name} are empty; pass at least one entry")
-    for i, (value, count) in enumerate(zip(nll, counts)):
-        if value is None or math.isnan(value) or value < 0:
-            raise ValueError(f"nll[{i}] is {value}; it must be a summed negative log-likelihood >= 0 (nats)")
-        if isinstance(count, float) and not count.is_integer():
-            raise ValueError(f"{count_name}[{i}] is {count}; counts must be whole numbers")
-        if count is None or count < 0:
-            raise ValueError(f"{count_name}[{i}] is {count}; counts cannot be negative")
-        if count == 0:
-            raise ValueError(
-                f"{count_name}[{i}] is 0; every entry needs at least one scored token/byte (drop empty texts)"
-            )
-    return [float(v) for v in nll], [int(c) for c in counts]
+    return nll, counts
+
+
+def exp_or_inf(x: float) -> float:
+    """``exp(x)``, and ``inf`` where that overflows a float: the perplexity of a hopeless model, everywhere.
+
+    Example:
+        >>> exp_or_inf(0.0), exp_or_inf(1e6)
+        (1.0, inf)
+    """
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def perplexity_from_sums(nll: Sequence[float], num_tokens: Sequence[int]) -> float:
-    """Corpus perplexity ``exp(sum nll / sum num_tokens)`` (token-weighted, not a mean of ratios)."""
+    """Corpus perplexity ``exp(sum nll / sum num_tokens)`` (token-weighted, not a mean of ratios); inf on overflow."""
     nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
-    return math.exp(math.fsum(nll) / sum(num_tokens))
+    return exp_or_inf(math.fsum(nll) / sum(num_tokens))
 
 
 def bits_per_byte_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
@@ -197,11 +228,14 @@ def score_texts(
     Returns:
         One :class:`TextScore` per text, in order.
     """
+    batch_size = check_length(batch_size, "batch_size", 1, "windows per forward pass")
+    add_start_token, progress = check_flag(add_start_token, "add_start_token"), check_flag(progress, "progress")
+    if max_length is not None:  # checked before anything is loaded
+        max_length, stride = check_window_lengths(max_length, max_length if stride is None else stride)
     model, tokenizer = load_model_and_tokenizer(model, tokenizer, device)
-    max_length = default_max_length(model) if max_length is None else max_length
-    stride = max_length if stride is None else stride
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if max_length is None:
+        max_length = default_max_length(model)
+        max_length, stride = check_window_lengths(max_length, max_length if stride is None else stride)
     ids = encode_texts(tokenizer, texts, add_start_token)
     windows = [(t, *w) for t, row in enumerate(ids) for w in plan_windows(len(row), max_length, stride)]
     windows.sort(key=lambda w: w[3] - w[1], reverse=True)  # longest first: little padding per batch
@@ -230,6 +264,37 @@ def score_texts(
 
 MODEL_KWARGS = ("model_id", "model", "tokenizer", "max_length", "stride", "add_start_token", "batch_size",
                 "device", "progress")
+
+
+class SumsMetric:
+    """Mixin for an ``evaluate.Metric`` fed ``nll=`` / ``<count_name>=`` sums, or texts and a model.
+
+    ``compute``, ``add_batch`` and ``add`` check every entry here, before ``evaluate`` casts the
+    counts to int64 (which would truncate 1.5 to 1 and hide it). Set ``count_name`` in the subclass.
+    """
+
+    count_name: str = ""
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """``compute(nll=..., <count_name>=...)``, or ``compute(predictions=texts, model_id=...)``."""
+        return super().compute(**sums_from_compute_args(predictions, references, kwargs, self.count_name))
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add per-text sums (``nll=``, ``<count_name>=``), or texts scored with a model."""
+        sums = sums_from_compute_args(predictions, references, kwargs, self.count_name)
+        if "nll" not in sums or self.count_name not in sums:
+            raise ValueError(f"add_batch needs nll=[...] and {self.count_name}=[...] (one entry per text)")
+        sums["nll"], sums[self.count_name] = check_sums(sums["nll"], sums[self.count_name], self.count_name)
+        return super().add_batch(**sums)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one text's sums: ``add(nll=..., <count_name>=...)``."""
+        if prediction is not None or reference is not None:
+            raise ValueError(f"add takes nll= and {self.count_name}= (one text's sums); score texts with add_batch")
+        if "nll" not in kwargs or self.count_name not in kwargs:
+            raise ValueError(f"add needs nll= and {self.count_name}= (one text's sums)")
+        nll, count = check_sums([kwargs.pop("nll")], [kwargs.pop(self.count_name)], self.count_name)
+        return super().add(nll=nll[0], **{self.count_name: count[0]}, **kwargs)
 
 
 def sums_from_compute_args(predictions, references, kwargs: dict, count_name: str) -> dict:

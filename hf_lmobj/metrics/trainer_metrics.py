@@ -32,10 +32,37 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from hf_lmobj.metrics.scoring import exp_or_inf
+from hf_lmobj.validation import check_count
+
+
+def mean_nll_and_perplexity(nll: float, num_targets: float, what: str = "the eval set") -> tuple[float, float]:
+    """Corpus ``(nll / num_targets, exp of that)``; inf when the exponential overflows.
+
+    An eval set without a single target has no loss and no perplexity: ``(nan, nan)`` and a
+    warning, never 0.0 (a perfect score ``metric_for_best_model="eval_loss"`` would pick).
+
+    Example:
+        >>> mean_nll_and_perplexity(2.0, 2), mean_nll_and_perplexity(1e6, 1)
+        ((1.0, 2.718281828459045), (1000000.0, inf))
+    """
+    if num_targets <= 0:
+        warnings.warn(
+            f"{what} has no target (every label is -100, or no batch carried labels): loss and perplexity are "
+            "reported as nan; check the eval collator and dataset",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return math.nan, math.nan
+    mean = nll / num_targets
+    return mean, exp_or_inf(mean)
 
 
 @dataclass
@@ -61,8 +88,11 @@ class LanguageModelingMetrics:
     def __post_init__(self) -> None:
         for name in ("num_bytes", "num_rows"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+            if value is not None:
+                try:
+                    setattr(self, name, check_count(value, name, minimum=1))
+                except (TypeError, ValueError) as error:
+                    raise type(error)(f"{name} must be a positive int or None ({error})") from None
 
     @classmethod
     def from_dataset(cls, eval_dataset, column: str = "num_bytes", **kwargs) -> "LanguageModelingMetrics":
@@ -123,11 +153,10 @@ class LanguageModelingMetrics:
                 f"compute_metrics saw {seen} rows but the eval dataset has {self.num_rows}; build the metrics "
                 "from the dataset you evaluate (or num_rows=None with a packing collator)"
             )
-        if tokens <= 0:
-            raise ValueError("no scored tokens in the eval set (all labels are -100?)")
         if math.isnan(nll):
             raise ValueError("the eval NLL is NaN; check the model's logits")
-        out = {"perplexity": math.exp(nll / tokens), "nll_per_token": nll / tokens, "num_tokens": tokens}
+        mean, perplexity = mean_nll_and_perplexity(nll, tokens)
+        out = {"perplexity": perplexity, "nll_per_token": mean, "num_tokens": tokens}
         if self.num_bytes is not None:
-            out["bits_per_byte"] = nll / math.log(2) / self.num_bytes
+            out["bits_per_byte"] = nll / math.log(2) / self.num_bytes if tokens > 0 else math.nan
         return out

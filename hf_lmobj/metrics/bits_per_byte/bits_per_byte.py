@@ -1,7 +1,8 @@
 """Bits per byte as an ``evaluate`` metric: total NLL / ln 2 / total UTF-8 bytes of the original texts.
 
 This folder is a Hub Space (``bits_per_byte.py`` + ``README.md`` + ``requirements.txt`` + the
-sibling ``scoring.py`` that ``evaluate`` fetches through the relative import below).
+siblings ``scoring.py`` and ``validation.py`` that ``evaluate`` fetches through the relative
+imports below).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import math
 import datasets
 import evaluate
 
-from .scoring import bits_per_byte_from_sums, check_sums, sums_from_compute_args
+from .scoring import SumsMetric, bits_per_byte_from_sums, check_sums
+# evaluate copies only the sibling files a metric script imports itself; scoring.py needs validation.py
+from .validation import check_nll_sums as check_nll_sums
 
 _CITATION = """\
 @article{gao2020pile,
@@ -71,13 +74,15 @@ Examples:
 """
 
 
-class BitsPerByte(evaluate.Metric):
+class BitsPerByte(SumsMetric, evaluate.Metric):
     """Corpus bits per byte, ``total NLL / ln 2 / total bytes``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
 
     Example:
         >>> BitsPerByte().compute(nll=[2 * math.log(2)], num_bytes=[2])["bits_per_byte"]
         1.0
     """
+
+    count_name = "num_bytes"
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
@@ -87,10 +92,6 @@ class BitsPerByte(evaluate.Metric):
             features=datasets.Features({"nll": datasets.Value("float64"), "num_bytes": datasets.Value("int64")}),
             reference_urls=["https://arxiv.org/abs/2101.00027"],
         )
-
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """``compute(nll=..., num_bytes=...)``, or ``compute(predictions=texts, model_id=...)``."""
-        return super().compute(**sums_from_compute_args(predictions, references, kwargs, "num_bytes"))
 
     def _compute(self, nll, num_bytes) -> dict:
         nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")

@@ -1,7 +1,7 @@
 """Perplexity as an ``evaluate`` metric: corpus-level and token-weighted, from sums or from a causal LM.
 
-This folder is a Hub Space (``perplexity.py`` + ``README.md`` + ``requirements.txt`` + the sibling
-``scoring.py`` that ``evaluate`` fetches through the relative import below).
+This folder is a Hub Space (``perplexity.py`` + ``README.md`` + ``requirements.txt`` + the siblings
+``scoring.py`` and ``validation.py`` that ``evaluate`` fetches through the relative imports below).
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import math
 import datasets
 import evaluate
 
-from .scoring import check_sums, perplexity_from_sums, sums_from_compute_args
+from .scoring import SumsMetric, check_sums, exp_or_inf, perplexity_from_sums
+# evaluate copies only the sibling files a metric script imports itself; scoring.py needs validation.py
+from .validation import check_nll_sums as check_nll_sums
 
 _CITATION = """\
 @article{jelinek1977perplexity,
@@ -71,13 +73,15 @@ Examples:
 """
 
 
-class Perplexity(evaluate.Metric):
+class Perplexity(SumsMetric, evaluate.Metric):
     """Corpus perplexity, ``exp(total NLL / total tokens)``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
 
     Example:
         >>> Perplexity().compute(nll=[9.210], num_tokens=[3])["perplexity"] > 21.5
         True
     """
+
+    count_name = "num_tokens"
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
@@ -88,15 +92,11 @@ class Perplexity(evaluate.Metric):
             reference_urls=["https://huggingface.co/docs/transformers/perplexity"],
         )
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """``compute(nll=..., num_tokens=...)``, or ``compute(predictions=texts, model_id=...)``."""
-        return super().compute(**sums_from_compute_args(predictions, references, kwargs, "num_tokens"))
-
     def _compute(self, nll, num_tokens) -> dict:
         nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
         return {
             "perplexity": perplexity_from_sums(nll, num_tokens),
             "nll": math.fsum(nll),
             "num_tokens": sum(num_tokens),
-            "perplexities": [math.exp(value / count) for value, count in zip(nll, num_tokens)],
+            "perplexities": [exp_or_inf(value / count) for value, count in zip(nll, num_tokens)],
         }
