@@ -24,6 +24,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from hf_lmobj.sampling_filters import greedy_filter, min_p_filter, top_k_filter, top_p_filter
+from hf_lmobj.validation import check_length, check_per_row
 
 Param = Union[int, float, torch.Tensor, Sequence[float], None]
 _HALF = (torch.float16, torch.bfloat16)
@@ -67,15 +68,12 @@ class SamplingLogitsProcessor(LogitsProcessor):
         min_p: Param = None,
         min_tokens_to_keep: int = 1,
     ) -> None:
-        if isinstance(min_tokens_to_keep, bool) or not isinstance(min_tokens_to_keep, int):
-            raise TypeError(f"min_tokens_to_keep must be an int >= 1, got {min_tokens_to_keep!r}")
-        if min_tokens_to_keep < 1:
-            raise ValueError(f"min_tokens_to_keep must be >= 1, got {min_tokens_to_keep}")
-        self.temperature = _check_param("temperature", temperature, 0.0, math.inf, integer=False)
-        self.top_k = _check_param("top_k", top_k, 0, math.inf, integer=True)
-        self.top_p = _check_param("top_p", top_p, 0.0, 1.0, integer=False, open_low=True)
-        self.min_p = _check_param("min_p", min_p, 0.0, 1.0, integer=False)
-        self.min_tokens_to_keep = min_tokens_to_keep
+        self.min_tokens_to_keep = check_length(min_tokens_to_keep, "min_tokens_to_keep")
+        self.temperature = check_per_row(temperature, "temperature", 0.0, math.inf, integer=False,
+                                         hint=_HINTS["temperature"])
+        self.top_k = check_per_row(top_k, "top_k", 0, math.inf, integer=True, hint=_HINTS["top_k"])
+        self.top_p = check_per_row(top_p, "top_p", 0.0, 1.0, integer=False, low_open=True, hint=_HINTS["top_p"])
+        self.min_p = check_per_row(min_p, "min_p", 0.0, 1.0, integer=False, hint=_HINTS["min_p"])
 
     def __repr__(self) -> str:
         names = ("temperature", "top_k", "top_p", "min_p", "min_tokens_to_keep")
@@ -85,24 +83,23 @@ class SamplingLogitsProcessor(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor | None, scores: torch.Tensor) -> torch.Tensor:
         """Filter ``scores`` (B, V); ``input_ids`` is unused (the ``LogitsProcessor`` signature)."""
-        if scores.dim() != 2:
-            raise ValueError(f"scores must be (batch, vocab), got shape {tuple(scores.shape)}")
+        _check_scores_tensor(scores)
         # (B, V) in float32 (float64 stays float64); every step is out of place: the input is kept
         x = scores if scores.dtype == torch.float64 else scores.float()
         _check_scores(x.amax(-1))
         rows, device, dtype = x.shape[0], x.device, x.dtype
         greedy = None
         if not _is_off(self.temperature, 1.0):
-            t = _per_row(self.temperature, "temperature", rows, device, dtype)  # (B,)
+            t = _per_row(self.temperature, "temperature", rows, device, torch.float64)  # (B,) exact zeros
             greedy = t == 0
-            x = x / torch.where(greedy, 1.0, t)[:, None]  # (B, V)
+            x = apply_temperature(x, torch.where(greedy, 1.0, t))  # (B, V)
         if greedy is not None and bool(greedy.any()):
             x = greedy_filter(x, greedy)
         k = self.min_tokens_to_keep
         if not _is_off(self.top_k, 0):
             x = top_k_filter(x, _per_row(self.top_k, "top_k", rows, device, torch.long), k)
-        if not _is_off(self.top_p, 1.0):
-            x = top_p_filter(x, _per_row(self.top_p, "top_p", rows, device, dtype), k)
+        if not _is_off(self.top_p, 1.0):  # the cut is decided in float64: top_p near 1 is never missed
+            x = top_p_filter(x, _per_row(self.top_p, "top_p", rows, device, torch.float64), k)
         if not _is_off(self.min_p, 0.0):
             x = min_p_filter(x, _per_row(self.min_p, "min_p", rows, device, dtype), k)
         if scores.dtype in _HALF:
@@ -197,47 +194,6 @@ def sample_next_token(
     return processor.sample(logits, generator=generator)
 
 
-def _check_param(
-    name: str, value: Param, low: float, high: float, *, integer: bool, open_low: bool = False
-) -> int | float | torch.Tensor | None:
-    """Validate a scalar or per-row parameter; sequences become 1-D tensors."""
-    if value is None:
-        return None
-    if isinstance(value, (list, tuple)):
-        value = torch.tensor(value)
-    if isinstance(value, torch.Tensor):
-        if value.dim() != 1 or value.numel() == 0:
-            raise ValueError(
-                f"{name} tensor must be 1-D with one value per row, got {tuple(value.shape)}"
-            )
-        if integer and (
-            value.dtype == torch.bool or value.is_floating_point() or value.is_complex()
-        ):
-            raise TypeError(f"{name} tensor must have an integer dtype, got {value.dtype}")
-        if not integer and value.dtype == torch.bool:
-            raise TypeError(f"{name} tensor must be numeric, got {value.dtype}")
-        values = value.detach().double()
-    elif (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (integer and isinstance(value, float))
-    ):
-        kind = "an int" if integer else "a number"
-        raise TypeError(
-            f"{name} must be {kind} or a 1-D tensor with one value per row, got {value!r}"
-        )
-    else:
-        values = torch.tensor([float(value)], dtype=torch.float64)
-    low_ok = values > low if open_low else values >= low
-    if not bool((values.isfinite() & low_ok & (values <= high)).all()):
-        bracket = "(" if open_low else "["
-        upper = "inf)" if math.isinf(high) else f"{high:g}]"
-        raise ValueError(
-            f"{name} must be in {bracket}{low:g}, {upper}, got {value!r}; {_HINTS[name]}"
-        )
-    return value.detach() if isinstance(value, torch.Tensor) else value
-
-
 def _is_off(value: int | float | torch.Tensor | None, off: float) -> bool:
     """True when a parameter switches its step off for every row."""
     if value is None:
@@ -264,6 +220,39 @@ def _per_row(
             "row (or per prompt when generate expands each prompt into consecutive rows)"
         )
     return value.repeat_interleave(rows // value.numel())
+
+
+def apply_temperature(x: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
+    """``x / temperature`` per row (x: (B, V) float32 / float64; temperature: (B,) float64, > 0).
+
+    A row whose division overflows (a tiny temperature, huge scores) is divided after shifting
+    its maximum to 0, in float64: the softmax is the same and nothing becomes ``+inf`` or NaN
+    (tokens far below the maximum become ``-inf``: their probability is 0 at that precision).
+
+    Example:
+        >>> apply_temperature(torch.tensor([[1.0, 3.0], [1e30, 0.0]]), torch.tensor([0.5, 1e-10])).tolist()
+        [[2.0, 6.0], [0.0, -inf]]
+    """
+    scaled = x / temperature.to(x.dtype)[:, None]  # (B, V)
+    row_max = x.amax(-1)  # (B,)
+    broken = row_max.isfinite() & ~scaled.amax(-1).isfinite()  # (B,) overflowed (or underflowed) rows
+    if not bool(broken.any()):
+        return scaled
+    shifted = (x[broken].double() - row_max[broken, None].double()) / temperature[broken, None]  # (R, V)
+    return scaled.index_put((broken.nonzero().squeeze(1),), shifted.to(x.dtype))
+
+
+def _check_scores_tensor(scores: Any) -> None:
+    """Scores must be a floating (B, V) tensor: integer or bool scores cannot hold -inf."""
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor (batch, vocab), got {type(scores).__name__}")
+    if not scores.is_floating_point():
+        raise TypeError(
+            f"scores must be floating point (logits), got dtype {scores.dtype}: filtered tokens are set to -inf, "
+            "which an integer tensor cannot hold; pass scores.float()"
+        )
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be (batch, vocab), got shape {tuple(scores.shape)}")
 
 
 def _check_scores(row_max: torch.Tensor) -> None:

@@ -12,9 +12,12 @@ all kept. transformers' ``TopKLogitsWarper`` does the same; its ``TopPLogitsWarp
 
 Top-p without a full sort: the best ``INITIAL_TOP_P_TOKENS`` of each row are selected and sorted
 (a partial sort). Their cumulative sums are bit for bit the prefix of a full sort's, so when they
-reach ``top_p`` the cutoff is exactly the full sort's. A row that falls short is retried with the
-size :func:`predicted_size` extrapolates from its prefix (at least ``GROWTH`` times more), up to
-the whole vocabulary: the kept set is always exactly :func:`top_p_filter_full_sort`'s.
+reach ``top_p`` the cutoff is exactly the full sort's. Probabilities, their cumulative sums and
+``top_p`` itself are float64 whatever the scores' dtype (the log-normalizer too): in float32 the
+sums of a peaked row stall below a ``top_p`` such as 0.999999 and no cut would be made at all.
+A row whose prefix falls short is retried with the size :func:`predicted_size` extrapolates from
+it (at least ``GROWTH`` times more), up to the whole vocabulary: the kept set is always exactly
+:func:`top_p_filter_full_sort`'s.
 
 Example:
     >>> x = torch.tensor([[2.0, 1.0, 0.1]]).log_softmax(-1)
@@ -111,17 +114,17 @@ def top_p_filter_full_sort(
 
 def _top_p(x: torch.Tensor, top_p: torch.Tensor, min_keep: int, full_sort: bool) -> torch.Tensor:
     vocab = x.shape[-1]
+    top_p = top_p.double()  # (B,)
     if not bool((top_p < 1).any()):
         return x
-    lse = x.logsumexp(-1, keepdim=True)  # (B, 1), -inf for rows with no finite score
-    active = (top_p < 1) & lse.squeeze(1).isfinite()  # (B,)
+    active = (top_p < 1) & x.amax(-1).isfinite()  # (B,) rows with some finite score
     if not bool(active.any()):
         return x
     all_rows = bool(active.all())
     rows = None if all_rows else active.nonzero().squeeze(1)  # (A,)
     xa = x if all_rows else x.index_select(0, rows)  # (A, V)
     pa = top_p if all_rows else top_p.index_select(0, rows)  # (A,)
-    lse = lse if all_rows else lse.index_select(0, rows)  # (A, 1)
+    lse = xa.double().logsumexp(-1, keepdim=True)  # (A, 1) float64: probabilities exact to ~1e-16
     first = vocab if full_sort else min(vocab, max(INITIAL_TOP_P_TOKENS, min_keep))
     thresholds = _top_p_thresholds(xa, lse, pa, first, min_keep)  # (A,)
     filtered = xa.masked_fill(xa < thresholds[:, None], NEG_INF)  # (A, V)
@@ -152,7 +155,7 @@ def _top_p_thresholds(
 ) -> torch.Tensor:
     """Per row (A,), the score of the last kept token, from partial sorts grown until they cover."""
     vocab = x.shape[-1]
-    thresholds = torch.empty_like(top_p)  # (A,)
+    thresholds = torch.empty(top_p.shape, dtype=x.dtype, device=x.device)  # (A,)
     pending = torch.arange(x.shape[0], device=x.device)  # rows not yet covered
     size = torch.full_like(pending, first)  # (A,) partial-sort size wanted by each pending row
     while pending.numel():
@@ -189,7 +192,7 @@ def _prefix_thresholds(
     if rows is not None:
         lse, top_p = lse.index_select(0, rows), top_p.index_select(0, rows)  # (G, 1), (G,)
     best = sorted_top_values(x, size, rows)  # (G, size)
-    probs = (best - lse).exp()  # (G, size)
+    probs = (best.double() - lse).exp()  # (G, size) float64 (lse and top_p are float64)
     mass = probs.cumsum(-1)  # (G, size)
     above = F.pad(mass[:, :-1], (1, 0))  # (G, size) mass of the tokens ranked above
     n_keep = (above < top_p[:, None]).sum(-1).clamp(min=min(min_keep, size))  # (G,)
