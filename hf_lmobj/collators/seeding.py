@@ -26,14 +26,16 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from hf_lmobj.validation import check_count
+
 INDEX_KEYS = ("idx", "index")
 
 
 def example_key(feature: Mapping[str, Any]) -> bytes:
     """Stable bytes naming one example: its index if present, else its ``input_ids`` content."""
     for name in INDEX_KEYS:
-        if name in feature:
-            return b"i" + str(int(feature[name])).encode()
+        if name in feature:  # an index, checked: 2.7 or "3" would silently share another example's key
+            return b"i" + str(check_count(feature[name], f"feature {name!r}")).encode()
     ids = feature["input_ids"]
     if isinstance(ids, torch.Tensor):
         array = ids.detach().cpu().numpy()
@@ -57,9 +59,10 @@ def resolve_seed(seed: int | None) -> int:
     """``seed`` itself, or a fresh one from the OS when it is None (unseeded but not global)."""
     if seed is None:
         return int.from_bytes(os.urandom(8), "little") >> 1
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-    return seed
+    try:
+        return check_count(seed, "seed")
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"seed must be a non-negative int or None ({error})") from None
 
 
 class CollatorEpochCallback(TrainerCallback):
