@@ -51,6 +51,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import Trainer
 from transformers.trainer import TRAINING_ARGS_NAME
 
 from hf_lmobj.auxiliary_model import AuxiliaryModel
@@ -64,7 +65,7 @@ AUXILIARY_OBJECTIVES: dict[type, tuple[str, str]] = {  # model class -> (auxilia
     MultiTokenPredictionModel: ("mtp", "causal"),
     ElectraPretrainingModel: ("electra", "masked"),
 }
-EVAL_SPLIT_SEED_STEP = -1  # ELECTRA evaluation draws: keyed by (args.seed, -1, row), never a training step's
+EVAL_SAMPLING_STEP = -1  # ELECTRA evaluation draws: keyed by (args.seed, -1, row), never a training step's
 
 
 class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
@@ -190,7 +191,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
         inputs = self._prepare_inputs(inputs)
         with torch.no_grad(), self.compute_loss_context_manager():
-            output = model(**inputs, sampling_seed=self.args.seed, sampling_step=EVAL_SPLIT_SEED_STEP)
+            output = model(**inputs, sampling_seed=self.args.seed, sampling_step=EVAL_SAMPLING_STEP)
             electra = self._auxiliary_model()
             loss = electra_loss(output, rtd_weight=electra.electra_config.rtd_weight)[0]
         rows = _electra_row_sums(output, inputs["labels"])  # (B, 6)
@@ -201,8 +202,8 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         if self.auxiliary != "electra":
             return super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
         self._electra_eval = torch.zeros(6, dtype=torch.float64)
-        try:
-            output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+        try:  # the stock loop: ObjectiveTrainer's next-token / masked totals do not apply to the pair
+            output = Trainer.evaluation_loop(self, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
             mlm_nll, mlm_count, mlm_hits, rtd_bce, rtd_count, rtd_hits = self._electra_eval.tolist()
         finally:
             self._electra_eval = None

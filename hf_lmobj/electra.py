@@ -53,7 +53,13 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoModelForPreTraining,
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+)
 from transformers.utils import ModelOutput
 
 from hf_lmobj.auxiliary_model import AuxiliaryModel, split_state_dict
@@ -266,8 +272,8 @@ class ElectraPretrainingModel(AuxiliaryModel):
         kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            disc = ElectraForPreTraining._from_config(discriminator, **kwargs)
-            gen = ElectraForMaskedLM._from_config(generator_config(discriminator, generator_fraction), **kwargs)
+            disc = AutoModelForPreTraining.from_config(discriminator, **kwargs)
+            gen = AutoModelForMaskedLM.from_config(generator_config(discriminator, generator_fraction), **kwargs)
         return cls(gen, disc, config)
 
     def tie_embeddings(self) -> None:
