@@ -2,8 +2,9 @@
 
 torch's intra-op threads meet at a barrier after every operator. When another process holds one of
 the cores, every operator waits for the thread that was descheduled, and a small model with
-thousands of operators per step collapses: on the 2-core machine this project is measured on, 2
-threads on 2 busy cores ran 3-10x slower than 1 thread (``benchmarks/demo_experiments.md``).
+thousands of operators per step slows down more than its share: on the 2-core machine this
+project is measured on, with other processes busy, 2 threads trained a 1024-token-row Llama at
+1,014 tokens/s and 1 thread at 1,616 (``benchmarks/demo_experiments.md``).
 :class:`AdaptiveThreadsCallback` samples how much CPU time the rest of the machine used since its
 last check (system-wide busy time from ``/proc/stat`` minus this process's own) and sets
 ``torch.set_num_threads`` to the cores left free, at least one.
