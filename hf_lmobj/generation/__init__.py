@@ -1,0 +1,1 @@
+"""Decoding helpers: fill-in-the-middle prompts for ``generate()`` (:mod:`.fim_prompting`)."""
