@@ -164,6 +164,8 @@ def test_fim_dataset_matches_the_collator_keyed_by_index(tokenizer, corpus):
     collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=0.6, seed=7)
     features = [{"input_ids": row["input_ids"], "text": row["text"], "idx": i} for i, row in enumerate(ds)]
     assert collator.fim_input_ids(features[::-1]) == whole[::-1]
+    streamed = fim_dataset(ds.to_iterable_dataset(), tokenizer, fim_rate=0.6, seed=7)
+    assert [row["input_ids"] for row in streamed] == whole
 
 
 # ----------------------------------------------------------------------------- collator and packing
