@@ -26,13 +26,17 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, TrainingArguments, set_seed
 
+from hf_lmobj.auxiliary_pretraining import (
+    AuxiliaryArguments, auxiliary_hyperparameters, build_pretraining_model, token_predictor,
+)
+from hf_lmobj.auxiliary_trainer import AuxiliaryObjectiveTrainer
 from hf_lmobj.cards import write_model_card
 from hf_lmobj.compression import compression_bits_per_byte
 from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
 from hf_lmobj.data import build_tokenizer, load_text_splits
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
-from hf_lmobj.models import ModelArguments, build_model
+from hf_lmobj.models import ModelArguments
 from hf_lmobj.ngram import KneserNeyLM
 from hf_lmobj.phase_timer import PhaseTimer
 from hf_lmobj.pretraining import (
@@ -61,8 +65,9 @@ class ReportArguments:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    data_args, model_args, report_args, runtime_args, train_args = parse_args_with_config(
-        (DataArguments, ModelArguments, ReportArguments, RuntimeArguments, TrainingArguments), cpu_aware_argv(argv)
+    data_args, model_args, aux_args, report_args, runtime_args, train_args = parse_args_with_config(
+        (DataArguments, ModelArguments, AuxiliaryArguments, ReportArguments, RuntimeArguments, TrainingArguments),
+        cpu_aware_argv(argv),
     )
     timer = PhaseTimer()
     threads = _thread_control(runtime_args)
@@ -79,10 +84,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             else build_tokenizer(data_args.vocab_size)
         )
     with timer.phase("data"):
-        model = build_model(data_args.objective, tokenizer, model_args)
+        model = build_pretraining_model(data_args.objective, tokenizer, model_args, aux_args, train_args.seed)
         with train_args.main_process_first(desc="prepare data"):
             data = prepare_objective_data(data_args.objective, tokenizer, splits, data_args, model, train_args.seed)
-    trainer = ObjectiveTrainer(
+    trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
+    trainer = trainer_class(
         model=model, args=train_args, callbacks=[*data.callbacks, *([threads] if threads else [])],
         data_collator=data.collator, train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
     )
@@ -94,14 +100,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             fresh = copy.copy(data.collator)
             fresh.set_epoch(0)
             name = "eval_masked_accuracy" if data_args.objective in MASKED_OBJECTIVES else "eval_span_accuracy"
-            metrics[name] = target_token_accuracy(trainer.model, data.eval_dataset, fresh)
+            metrics[name] = target_token_accuracy(token_predictor(trainer.model), data.eval_dataset, fresh)
     metrics.update(_train_statistics(train_metrics, trainer, data))
     validation_texts = list(splits["validation"][data_args.text_column])
     if data_args.objective in CAUSAL_OBJECTIVES:
         with timer.phase("scoring"):
             if threads:
                 threads.adapt()
-            metrics.update(_score_texts(trainer.model, tokenizer, validation_texts, data_args, report_args))
+            predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
+            metrics.update(_score_texts(predictor, tokenizer, validation_texts, data_args, report_args))
     # Collective work on every rank (FSDP2 / ZeRO-3 gather the full state dict and run the sharded
     # model together); files are written and lines printed by the main process only.
     with timer.phase("saving"):
@@ -109,14 +116,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     sample = None
     if data_args.objective in CAUSAL_OBJECTIVES:
         with timer.phase("sampling"):
-            sample = _sample(trainer.model, tokenizer, report_args)
+            sample = _sample(token_predictor(trainer.model), tokenizer, report_args)
     if trainer.is_world_process_zero():
         baselines = {}
         if data_args.objective in CAUSAL_OBJECTIVES:
             baselines = _baselines(data, tokenizer, validation_texts, report_args, timer)
             metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
         _write_and_report(
-            trainer, tokenizer, metrics, baselines, data, data_args, model_args, report_args, sample, timer, threads
+            trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, report_args, sample, timer,
+            threads,
         )
     return metrics
 
@@ -184,7 +192,7 @@ def baseline_key(name: str) -> str:
 
 
 def _write_and_report(
-    trainer, tokenizer, metrics, baselines, data, data_args, model_args, report_args, sample, timer, threads
+    trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, report_args, sample, timer, threads
 ) -> None:
     output = Path(trainer.args.output_dir)
     tokenizer.save_pretrained(output)
@@ -193,6 +201,7 @@ def _write_and_report(
         **data.hyperparameters, "learning_rate": trainer.args.learning_rate,
         "max_steps": trainer.state.max_steps, "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
         "parameters": trainer.model.num_parameters(), "vocab_size": len(tokenizer),
+        **auxiliary_hyperparameters(aux_args),
     }
     write_model_card(
         output, objective=data_args.objective, metrics=metrics, hyperparameters=hyperparameters,
@@ -205,7 +214,8 @@ def _write_and_report(
         if not key.startswith("baseline_"):
             print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
     if data_args.objective not in CAUSAL_OBJECTIVES:
-        print(f"  eval_loss {metrics['eval_loss']:.3f} vs unigram entropy of the training tokens "
+        loss_key = "eval_mlm_loss" if "eval_mlm_loss" in metrics else "eval_loss"  # ELECTRA: the generator's MLM loss
+        print(f"  {loss_key} {metrics[loss_key]:.3f} vs unigram entropy of the training tokens "
               f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)")
     else:
         _print_comparison(metrics, baselines)

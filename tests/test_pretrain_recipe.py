@@ -17,6 +17,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
+from hf_lmobj.auxiliary_pretraining import AuxiliaryArguments
 from hf_lmobj.config_parsing import parse_args_with_config
 from hf_lmobj.cpu_threads import RuntimeArguments
 from hf_lmobj.models import ModelArguments
@@ -45,8 +46,8 @@ def load_recipe():
 @pytest.mark.parametrize("config", PRETRAIN_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_config_parses_and_names_its_objective(config):
     recipe = load_recipe()
-    data, model, report, runtime, train = parse_args_with_config(
-        (DataArguments, ModelArguments, recipe.ReportArguments, RuntimeArguments, TrainingArguments),
+    data, model, aux, report, runtime, train = parse_args_with_config(
+        (DataArguments, ModelArguments, AuxiliaryArguments, recipe.ReportArguments, RuntimeArguments, TrainingArguments),
         ["--config", str(config)],
     )
     folder_objectives = {"clm": {"clm"}, "mlm": {"mlm"}, "span": {"span", "ul2"}}
