@@ -168,9 +168,8 @@ def sample_replacements(
     for row in rows.unique().tolist():
         where = (rows == row).nonzero().squeeze(1)  # (m,)
         generator = example_generator(seed, step, row_keys[row])
-        uniform = torch.rand((where.numel(), logits.shape[1]), generator=generator).to(logits.device)  # (m, V)
-        gumbel = -torch.log(-torch.log(uniform.clamp_min(1e-20)))  # (m, V)
-        samples[where] = (scaled[where] + gumbel).argmax(dim=-1)
+        exponential = torch.empty((where.numel(), logits.shape[1])).exponential_(generator=generator)  # (m, V)
+        samples[where] = (scaled[where] - exponential.to(logits.device).log()).argmax(dim=-1)  # -log Exp(1) ~ Gumbel
     return samples
 
 

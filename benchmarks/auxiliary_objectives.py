@@ -1,0 +1,230 @@
+"""Auxiliary objectives at equal wall time: MTP vs next-token, ELECTRA vs BERT-MLM.
+
+Two claims, each measured against the plain objective with the same data, model size and wall time:
+
+* **MTP** (``recipes/configs/clm/mtp_demo.yaml`` vs ``clm/demo.yaml``): next-token bits per byte of
+  the held-out stdlib split (every token scored once, the recipe's strided windows) after training
+  the same Llama for the same wall time, with and without one sequential MTP depth (lambda 0.3).
+* **ELECTRA** (``mlm/electra_tiny.yaml`` vs ``mlm/bert_tiny.yaml``): pre-train each for the same
+  wall time, then fine-tune the same classifier (``recipes/finetune_classifier.py`` with
+  ``mlm/finetune_classifier.yaml``: original vs 15%-corrupted stdlib functions, and which package a
+  function comes from) on several seeds; held-out accuracy, mean and spread.
+
+Equal wall time: the plain arm trains the config's ``max_steps``; each arm's seconds per step are
+measured in short interleaved calibration runs on this machine (same load for both), and the
+auxiliary arm gets ``max_steps * plain / auxiliary`` steps (its own cosine schedule ends there).
+The real training times are printed next to the results.
+
+    python benchmarks/auxiliary_objectives.py                     # both comparisons (about an hour on 2 cores)
+    python benchmarks/auxiliary_objectives.py --only mtp --steps_scale 0.25   # a quicker look
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback, TrainingArguments
+
+from hf_lmobj.auxiliary_pretraining import AuxiliaryArguments, build_pretraining_model, token_predictor
+from hf_lmobj.auxiliary_trainer import AuxiliaryObjectiveTrainer
+from hf_lmobj.config_parsing import parse_args_with_config
+from hf_lmobj.cpu_threads import RuntimeArguments
+from hf_lmobj.data import build_tokenizer, load_text_splits
+from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, score_texts
+from hf_lmobj.models import ModelArguments
+from hf_lmobj.pretraining import DataArguments, prepare_objective_data
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "recipes" / "configs"
+
+
+def _recipe_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_config(config: str, overrides: list[str]):
+    """(data, model, aux, report, runtime, train) arguments of a pre-training config, as the wired recipe reads it."""
+    report = _recipe_module("pretrain").ReportArguments
+    types = (DataArguments, ModelArguments, AuxiliaryArguments, report, RuntimeArguments, TrainingArguments)
+    return parse_args_with_config(types, ["--config", str(CONFIGS / config), "--use_cpu", "true", *overrides])
+
+
+class Arm:
+    """One pre-training config: its data (prepared once) and, per call, a fresh model and trainer."""
+
+    def __init__(self, config: str, overrides: list[str], splits, cache: dict) -> None:
+        self.config = config
+        self.data_args, self.model_args, self.aux_args, self.report_args, _, self.train_args = parse_config(config, overrides)
+        vocab = self.data_args.vocab_size
+        if vocab not in cache:
+            cache[vocab] = build_tokenizer(vocab)
+        self.tokenizer = cache[vocab]
+        key = (dataclasses.astuple(self.data_args), self.model_args.attn_implementation, self.train_args.seed)
+        if key not in cache:  # two arms of one comparison train on the same prepared data
+            cache[key] = prepare_objective_data(self.data_args.objective, self.tokenizer, splits, self.data_args,
+                                                self._model(), self.train_args.seed)  # fmt: skip
+        self.data = cache[key]
+
+    def _model(self):
+        torch.manual_seed(self.train_args.seed)  # the stock model draws its init from the global RNG, as in the recipe
+        return build_pretraining_model(self.data_args.objective, self.tokenizer, self.model_args, self.aux_args,
+                                       self.train_args.seed)  # fmt: skip
+
+    def trainer(self, max_steps: int, output_dir: str) -> AuxiliaryObjectiveTrainer:
+        """A fresh model and trainer for ``max_steps`` (warm-up scaled down for short runs), no evaluation."""
+        args = dataclasses.replace(
+            self.train_args, output_dir=output_dir, max_steps=max_steps, report_to=[], eval_strategy="no",
+            disable_tqdm=True, logging_steps=max(max_steps // 10, 1), warmup_steps=min(self.train_args.warmup_steps, max_steps // 5),
+        )  # fmt: skip
+        return AuxiliaryObjectiveTrainer(model=self._model(), args=args, data_collator=self.data.collator,
+                                         train_dataset=self.data.train_dataset, callbacks=self.data.callbacks)  # fmt: skip
+
+
+def seconds_per_step(arms: list[Arm], steps: int, rounds: int) -> list[float]:
+    """Median seconds per optimizer step of each arm, measured in interleaved short runs (after 2 warm-up steps)."""
+    times: list[list[float]] = [[] for _ in arms]
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for i, arm in enumerate(arms):
+                trainer = arm.trainer(steps + 2, tmp)
+                marks: list[float] = []
+                trainer.add_callback(_StepClock(marks))
+                trainer.train()
+                times[i].append((marks[-1] - marks[1]) / (len(marks) - 2))
+    return [statistics.median(t) for t in times]
+
+
+class _StepClock(TrainerCallback):
+    """Records the wall clock at every step end."""
+
+    def __init__(self, marks: list[float]) -> None:
+        self.marks = marks
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.marks.append(time.perf_counter())
+
+
+def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
+    """Steps of the auxiliary arm that take the plain arm's training time.
+
+    >>> equal_time_steps(650, 0.5, 0.65)
+    500
+    """
+    return max(1, round(plain_steps * plain_sps / aux_sps))
+
+
+# ---- MTP ---------------------------------------------------------------------------------------
+def compare_mtp(splits, cache, scale: float, out: Path) -> dict:
+    plain = Arm("clm/demo.yaml", [], splits, cache)
+    mtp = Arm("clm/mtp_demo.yaml", [], splits, cache)
+    plain_sps, mtp_sps = seconds_per_step([plain, mtp], steps=6, rounds=3)
+    plain_steps = max(1, round(plain.train_args.max_steps * scale))
+    steps = {"next-token": plain_steps, "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps)}
+    rows = []
+    texts = list(splits["validation"]["text"])
+    for (name, n), arm in zip(steps.items(), (plain, mtp)):
+        trainer = arm.trainer(n, str(out / name.split()[0]))
+        runtime = trainer.train().metrics["train_runtime"]
+        model = token_predictor(trainer.model).eval()
+        window = arm.report_args.eval_max_length or arm.data_args.max_length
+        scores = score_texts(model, arm.tokenizer, texts, max_length=window, stride=arm.report_args.eval_stride or window // 2,
+                             batch_size=arm.report_args.eval_batch_size, progress=False)  # fmt: skip
+        bpb = bits_per_byte_from_sums([s.nll for s in scores], [s.num_bytes for s in scores])
+        rows.append({"arm": name, "steps": n, "train_seconds": runtime, "validation_bits_per_byte": bpb,
+                     "train_loss_last": _last_loss(trainer)})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return {"seconds_per_step": {"next-token": plain_sps, "mtp": mtp_sps}, "rows": rows}
+
+
+# ---- ELECTRA -----------------------------------------------------------------------------------
+def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[str], scratch: bool, out: Path) -> dict:
+    bert = Arm("mlm/bert_tiny.yaml", [], splits, cache)
+    electra = Arm("mlm/electra_tiny.yaml", [], splits, cache)
+    bert_sps, electra_sps = seconds_per_step([bert, electra], steps=6, rounds=3)
+    bert_steps = max(1, round(bert.train_args.max_steps * scale))
+    arms = {"BERT MLM": (bert, bert_steps), "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps))}
+    finetune = _recipe_module("finetune_classifier")
+    rows = []
+    for name, (arm, n) in arms.items():
+        folder = out / name.split()[0].lower()
+        trainer = arm.trainer(n, str(folder))
+        runtime = trainer.train().metrics["train_runtime"]
+        trainer.save_model(str(folder))
+        arm.tokenizer.save_pretrained(folder)
+        for task in tasks:
+            accuracies, scratch_accuracies = [], []
+            for seed in seeds:
+                metrics = finetune.main([
+                    "--config", str(CONFIGS / "mlm/finetune_classifier.yaml"), "--model_name_or_path", str(folder),
+                    "--task", task, "--seed", str(seed), "--output_dir", str(folder / f"cls-{task}-{seed}"),
+                    "--disable_tqdm", "true", "--compare_with_scratch", str(scratch).lower(),
+                ])  # fmt: skip
+                accuracies.append(metrics["eval_accuracy"])
+                scratch_accuracies.append(metrics.get("scratch_eval_accuracy"))
+            rows.append({"arm": name, "steps": n, "train_seconds": runtime, "task": task, "seeds": seeds,
+                         "accuracy": accuracies, "scratch_accuracy": scratch_accuracies,
+                         "train_loss_last": _last_loss(trainer)})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+    return {"seconds_per_step": {"bert": bert_sps, "electra": electra_sps}, "rows": rows}
+
+
+def _last_loss(trainer) -> float | None:
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    return losses[-1] if losses else None
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", choices=["mtp", "electra"], default=None)
+    parser.add_argument("--steps_scale", type=float, default=1.0, help="Fraction of the configs' max_steps (plain arms).")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="Fine-tuning seeds (ELECTRA).")
+    parser.add_argument("--tasks", nargs="+", default=["replaced_tokens", "package"], help="Classifier tasks (ELECTRA).")
+    parser.add_argument("--with_scratch", action="store_true", help="Also fine-tune from scratch per seed (ELECTRA).")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a shared machine).")
+    parser.add_argument("--output", default="out/auxiliary_objectives")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    splits = load_text_splits()
+    cache: dict = {}
+    results = {}
+    if args.only in (None, "mtp"):
+        results["mtp"] = compare_mtp(splits, cache, args.steps_scale, out)
+    if args.only in (None, "electra"):
+        results["electra"] = compare_electra(splits, cache, args.steps_scale, args.seeds, args.tasks, args.with_scratch, out)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    _print_tables(results)
+    return results
+
+
+def _print_tables(results: dict) -> None:
+    if "mtp" in results:
+        print("\n| arm | steps | train s | next-token bits per byte (held-out stdlib) |\n| --- | --- | --- | --- |")
+        for r in results["mtp"]["rows"]:
+            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {r['validation_bits_per_byte']:.4f} |")
+    if "electra" in results:
+        print("\n| arm | steps | train s | task | accuracy (mean ± sd over seeds) | from scratch |\n| --- | --- | --- | --- | --- | --- |")
+        for r in results["electra"]["rows"]:
+            acc, scr = r["accuracy"], [x for x in r["scratch_accuracy"] if x is not None]
+            sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
+            scratch = f"{statistics.mean(scr):.3f}" if scr else "-"
+            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {r['task']} | "
+                  f"{statistics.mean(acc):.3f} ± {sd:.3f} | {scratch} |")
+
+
+if __name__ == "__main__":
+    main()
