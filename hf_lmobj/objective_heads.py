@@ -34,6 +34,7 @@ from transformers.trainer_utils import unwrap_peft_model
 
 from hf_lmobj.losses import next_token_targets
 from hf_lmobj.sharding import unwrap_sharded_class
+from hf_lmobj.validation import check_length
 
 Objective = Literal["causal", "masked", "seq2seq"]
 OBJECTIVES: tuple[str, ...] = ("causal", "masked", "seq2seq")
@@ -83,10 +84,9 @@ def check_objective(objective: str) -> Objective:
 def _kept_positions(logits_to_keep: Any, length: int, device: torch.device) -> torch.Tensor | None:
     """(T,) bool mask of the positions a ``logits_to_keep`` value scores, or None for all."""
     if isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.dim() == 0:
-        logits_to_keep = int(logits_to_keep)
-    if isinstance(logits_to_keep, int):
-        if logits_to_keep < 0:
-            raise ValueError(f"logits_to_keep must be >= 0 (0 keeps all), got {logits_to_keep}")
+        logits_to_keep = logits_to_keep.item()
+    if not isinstance(logits_to_keep, torch.Tensor):
+        logits_to_keep = check_length(logits_to_keep, "logits_to_keep", minimum=0, why="0 keeps all")
         if logits_to_keep == 0 or logits_to_keep >= length:
             return None
         keep = torch.zeros(length, dtype=torch.bool, device=device)

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_lmobj.metrics.scoring import exp_or_inf
-from hf_lmobj.validation import check_count
+from hf_lmobj.validation import check_count, check_counts, check_labels
 
 
 def mean_nll_and_perplexity(nll: float, num_targets: float, what: str = "the eval set") -> tuple[float, float]:
@@ -102,11 +102,9 @@ class LanguageModelingMetrics:
                 f"eval dataset has no {column!r} column; build it with hf_lmobj.data.tokenize_corpus "
                 f"or add len(text.encode('utf-8')) per row"
             )
-        counts = np.asarray(eval_dataset[column], dtype=np.int64)
-        if (counts < 0).any():
-            raise ValueError(f"eval dataset column {column!r} has negative byte counts")
+        counts = check_counts(eval_dataset[column], f"eval dataset column {column!r}", minimum=0)
         kwargs.setdefault("num_rows", len(counts))
-        return cls(num_bytes=int(counts.sum()), **kwargs)
+        return cls(num_bytes=sum(counts), **kwargs)
 
     def preprocess_logits_for_metrics(self, logits, labels) -> torch.Tensor:
         """Reduce ``(B, T, V)`` logits and ``(B, T)`` labels to ``(B, 2)`` rows of ``[nll_sum, num_tokens]``."""
@@ -116,6 +114,7 @@ class LanguageModelingMetrics:
             labels = labels[0]
         if labels is None:
             raise ValueError("the eval batches carry no labels; add them (e.g. a causal LM data collator)")
+        labels = check_labels(labels, "labels", logits.shape[-1], self.ignore_index, shape=logits.shape[:-1])
         if self.shift_labels:
             logits, labels = logits[:, :-1], labels[:, 1:]  # (B, T-1, V), (B, T-1)
         labels = labels.to(logits.device)
