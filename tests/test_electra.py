@@ -176,3 +176,13 @@ def test_bad_settings_are_named():
     batch = _batch()
     with pytest.raises(ValueError, match="2D attention_mask"):
         build_aux_model("electra")(**{**batch, "attention_mask": batch["attention_mask"][:, None, None]}, sampling_seed=0)
+
+
+def test_bf16_autocast_trains(tmp_path, one_torch_thread):
+    model, batch = build_aux_model("electra"), _batch()
+    trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1))
+    full = trainer.compute_loss(model, dict(batch)).item()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = trainer.compute_loss(model, dict(batch))
+    mixed.backward()
+    assert mixed.dtype == torch.float32 and abs(mixed.item() - full) < 0.05 * full

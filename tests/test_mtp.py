@@ -222,3 +222,18 @@ def test_bad_settings_are_named():
 def test_bf16_base_gets_bf16_modules():
     model = MultiTokenPredictionModel(build_model("causal").to(torch.bfloat16), MTPConfig(num_depths=1))
     assert {p.dtype for p in model.mtp.parameters()} == {torch.bfloat16}
+
+
+def test_bf16_autocast_and_half_weights_train(tmp_path, one_torch_thread):
+    """Under CPU bf16 autocast the loss stays close to fp32; bf16 weights run forward and backward."""
+    model, batch = build_aux_model("mtp"), stack_rows(build_rows("mtp"))
+    trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1))
+    full = trainer.compute_loss(model, dict(batch)).item()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = trainer.compute_loss(model, dict(batch))
+    mixed.backward()
+    assert mixed.dtype == torch.float32 and abs(mixed.item() - full) < 0.05 * full
+    half = model.to(torch.bfloat16)
+    loss = trainer.compute_loss(half, dict(batch))
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None for p in half.mtp.parameters())
