@@ -93,6 +93,19 @@ class Arm:
                                          train_dataset=self.data.train_dataset, callbacks=self.data.callbacks)  # fmt: skip
 
 
+def check_same_setup(plain: Arm, auxiliary: Arm) -> None:
+    """The two arms must differ only in the auxiliary objective (and the model family it needs)."""
+    differing = [
+        name
+        for attr, skip in (("data_args", ()), ("model_args", ("model_type",)),
+                           ("train_args", ("output_dir", "logging_dir", "max_steps", "distributed_state")))
+        for name, value in vars(getattr(plain, attr)).items()
+        if name not in skip and vars(getattr(auxiliary, attr)).get(name) != value
+    ]  # fmt: skip
+    if differing:
+        raise ValueError(f"{plain.config} and {auxiliary.config} differ in {differing}: align the configs")
+
+
 def seconds_per_step(arms: list[Arm], steps: int, rounds: int) -> list[float]:
     """Median seconds per optimizer step of each arm, measured in interleaved short runs (after 2 warm-up steps)."""
     times: list[list[float]] = [[] for _ in arms]
@@ -130,7 +143,9 @@ def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
 def compare_mtp(splits, cache, scale: float, out: Path) -> dict:
     plain = Arm("clm/demo.yaml", [], splits, cache)
     mtp = Arm("clm/mtp_demo.yaml", [], splits, cache)
+    check_same_setup(plain, mtp)
     plain_sps, mtp_sps = seconds_per_step([plain, mtp], steps=6, rounds=3)
+    print(f"seconds per step: next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
     plain_steps = max(1, round(plain.train_args.max_steps * scale))
     steps = {"next-token": plain_steps, "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps)}
     rows = []
@@ -139,9 +154,10 @@ def compare_mtp(splits, cache, scale: float, out: Path) -> dict:
         trainer = arm.trainer(n, str(out / name.split()[0]))
         runtime = trainer.train().metrics["train_runtime"]
         model = token_predictor(trainer.model).eval()
-        window = arm.report_args.eval_max_length or arm.data_args.max_length
-        scores = score_texts(model, arm.tokenizer, texts, max_length=window, stride=arm.report_args.eval_stride or window // 2,
-                             batch_size=arm.report_args.eval_batch_size, progress=False)  # fmt: skip
+        report = plain.report_args  # both arms scored with the same windows
+        window = report.eval_max_length or plain.data_args.max_length
+        scores = score_texts(model, arm.tokenizer, texts, max_length=window, stride=report.eval_stride or window // 2,
+                             batch_size=report.eval_batch_size, progress=False)  # fmt: skip
         bpb = bits_per_byte_from_sums([s.nll for s in scores], [s.num_bytes for s in scores])
         rows.append({"arm": name, "steps": n, "train_seconds": runtime, "validation_bits_per_byte": bpb,
                      "train_loss_last": _last_loss(trainer)})  # fmt: skip
@@ -153,7 +169,9 @@ def compare_mtp(splits, cache, scale: float, out: Path) -> dict:
 def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[str], scratch: bool, out: Path) -> dict:
     bert = Arm("mlm/bert_tiny.yaml", [], splits, cache)
     electra = Arm("mlm/electra_tiny.yaml", [], splits, cache)
+    check_same_setup(bert, electra)
     bert_sps, electra_sps = seconds_per_step([bert, electra], steps=6, rounds=3)
+    print(f"seconds per step: BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
     bert_steps = max(1, round(bert.train_args.max_steps * scale))
     arms = {"BERT MLM": (bert, bert_steps), "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps))}
     finetune = _recipe_module("finetune_classifier")
