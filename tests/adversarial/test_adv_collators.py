@@ -1,7 +1,8 @@
 """Adversarial inputs to every collator: a clear TypeError / ValueError naming the field, or the exact batch.
 
 Written from the public API and its docstrings: ``DataCollatorForCausalLM``, ``DataCollatorForMaskedLM``,
-``DataCollatorForSpanCorruption`` and ``compute_input_and_target_lengths`` from ``hf_lmobj``;
+``DataCollatorForSpanCorruption``, ``DataCollatorForFillInTheMiddle`` and
+``compute_input_and_target_lengths`` from ``hf_lmobj``;
 ``DataCollatorForUL2`` / ``Denoiser`` and ``DataCollatorForTextInfilling`` from their modules.
 Input classes: token-id sequences (floats, bools, strings, None, nesting, out of range, numpy /
 torch dtypes), labels, lengths, probabilities, flags, seeds / epochs, and batches or
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from hf_lmobj import (
     DataCollatorForCausalLM,
+    DataCollatorForFillInTheMiddle,
     DataCollatorForMaskedLM,
     DataCollatorForSpanCorruption,
     compute_input_and_target_lengths,
@@ -58,6 +60,7 @@ COLLATORS = {
     "span": lambda tok: DataCollatorForSpanCorruption(tok, seed=0),
     "ul2": lambda tok: DataCollatorForUL2(tok, seed=0),
     "bart": lambda tok: DataCollatorForTextInfilling(tok, seed=0),
+    "fim": lambda tok: DataCollatorForFillInTheMiddle(tok, fim_rate=1.0, fim_level="token", seed=0),
 }
 
 
