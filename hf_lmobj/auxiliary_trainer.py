@@ -91,7 +91,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
             self.label_names = ["labels"]  # the wrapper's forward hides the stock model's signature
         self._term_sums: dict[str, torch.Tensor] = {}
         self._term_last_step = 0
-        self._electra_eval: torch.Tensor | None = None  # (6,) float64 sums, see _electra_prediction_step
+        self._electra_eval: torch.Tensor | None = None  # (6,) float64 sums, see prediction_step
 
     def _auxiliary_model(self) -> AuxiliaryModel | None:
         model = base_model_of(self.accelerator.unwrap_model(self.model)) if self.auxiliary else None
@@ -118,21 +118,22 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ):
-        """The auxiliary objective's loss in training; the main objective's in evaluation."""
+        """The auxiliary objective's loss; MTP in evaluation (or asked for outputs): the next-token loss alone."""
         auxiliary = self._auxiliary_model()
-        evaluating = self._eval_totals is not None
-        if auxiliary is None or return_outputs or evaluating:
+        mtp = isinstance(auxiliary, MultiTokenPredictionModel)
+        if auxiliary is None or (mtp and (return_outputs or self._eval_totals is not None)):
             if isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch.dim() == 1:
-                num_items_in_batch = num_items_in_batch[0]  # depth 0 / MLM: the main objective's count
+                num_items_in_batch = num_items_in_batch[0]  # depth 0: the main objective's count
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if isinstance(auxiliary, MultiTokenPredictionModel):
+        outputs = None
+        if mtp:
             loss = self._mtp_loss(model, auxiliary, inputs, num_items_in_batch)
         else:
-            loss = self._electra_loss(model, auxiliary, inputs, num_items_in_batch)
+            loss, outputs = self._electra_loss(model, auxiliary, inputs, num_items_in_batch)
         if num_items_in_batch is not None and self._tokens_summed_across_processes():
             loss = loss * self.accelerator.num_processes  # DDP averages gradients over processes
         self.loss_is_scaled_for_ga = num_items_in_batch is not None
-        return loss
+        return (loss, outputs) if return_outputs else loss
 
     def _mtp_loss(self, model: nn.Module, mtp: MultiTokenPredictionModel, inputs, counts) -> torch.Tensor:
         head = linear_head(model)
@@ -160,14 +161,15 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
             raise RuntimeError(f"expected the output head to run once per forward, it ran {len(got)} times")
         return got[0]
 
-    def _electra_loss(self, model: nn.Module, electra: ElectraPretrainingModel, inputs, counts) -> torch.Tensor:
+    def _electra_loss(self, model: nn.Module, electra: ElectraPretrainingModel, inputs, counts):
+        """(MLM + rtd_weight * RTD, the ElectraPretrainingOutput), draws keyed by (args.seed, global step, row)."""
         output = model(**inputs, sampling_seed=self.args.seed, sampling_step=self.state.global_step)
         loss, mlm, rtd = electra_loss(
             output, None if counts is None else counts[0], None if counts is None else counts[1],
             electra.electra_config.rtd_weight, self.loss_options,
         )
         self._record_terms({"mlm_loss": mlm, "rtd_loss": rtd})
-        return loss
+        return loss, output
 
     # ---- logging the terms ----------------------------------------------------------------
     def _record_terms(self, terms: dict[str, torch.Tensor]) -> None:

@@ -65,6 +65,8 @@ def test_loss_equals_the_stock_models_own_losses(tmp_path, one_torch_thread):
     stock_rtd = model.discriminator(input_ids=out.replaced_input_ids, attention_mask=batch["attention_mask"],
                                     labels=labels).loss  # fmt: skip
     assert abs(ours.item() - (stock_mlm + 50.0 * stock_rtd).item()) < 1e-5
+    again, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True)
+    assert again.item() == ours.item() and torch.equal(outputs.replaced_input_ids, out.replaced_input_ids)
     total, mlm, rtd = electra_loss(out, 3, 7, rtd_weight=2.0)
     assert abs(total.item() - (mlm + 2.0 * rtd).item()) < 1e-6
     assert abs(mlm.item() * 3 - stock_mlm.item() * int((batch["labels"] != -100).sum())) < 1e-4
