@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -176,19 +175,3 @@ def test_counter_uniforms_match_splitmix64_and_depend_only_on_seed_and_position(
         columns = slice(sum(lengths[:b]), sum(lengths[: b + 1]))
         torch.testing.assert_close(u[:, columns], expected * 2.0**-53, rtol=0, atol=0)
     assert torch.equal(masking.counter_uniforms([seeds[1]], [2]), u[:, 5:7])  # prefix-stable
-
-
-def test_content_seeds_depend_on_every_token_its_position_the_seed_and_the_epoch():
-    from hf_lmobj.collators.masking import content_seeds
-
-    base = np.array([5, 6, 7, 8])
-    reference = int(content_seeds(base, np.array([4]), seed=0, epoch=0)[0])
-    variants = [
-        content_seeds(np.array([5, 6, 7, 9]), np.array([4]), 0, 0),  # one token changed
-        content_seeds(np.array([6, 5, 7, 8]), np.array([4]), 0, 0),  # two tokens swapped
-        content_seeds(base, np.array([4]), 1, 0),  # another seed
-        content_seeds(base, np.array([4]), 0, 1),  # another epoch
-        content_seeds(base[:3], np.array([3]), 0, 0),  # a prefix
-    ]
-    assert all(int(v[0]) != reference for v in variants)
-    assert int(content_seeds(np.concatenate([base, base]), np.array([4, 4]), 0, 0)[1]) == reference

@@ -26,7 +26,7 @@ import torch
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators.features import token_ids
-from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     IGNORE_INDEX,
     pad_rows,
@@ -131,7 +131,9 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     Outputs ``input_ids`` (``<s> noised </s>``), ``attention_mask``, ``labels`` (``<s> original
     </s>``, -100 on padding) and ``decoder_input_ids`` (labels shifted right, starting with the
     model's ``decoder_start_token_id``, which is ``</s>`` for BART; the EOS id when no model is given).
-    An example's own leading BOS / trailing EOS are not noised.
+    An example's own leading BOS / trailing EOS are not noised. With ``seed`` set, noise depends
+    only on (seed, epoch, example), whatever the batch (advance with :meth:`set_epoch`); ``seed=None``
+    draws fresh noise on every call.
     """
 
     tokenizer: Any
@@ -168,7 +170,8 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         self.end_ids = torch.from_numpy(end_ids)
         if self.permute_sentences and not len(self.end_ids):
             raise ValueError("permute_sentences=True needs sentence_end_token_ids (e.g. '.' or newline ids)")
-        self._seed = resolve_seed(self.seed)
+        if self.seed is not None:
+            resolve_seed(self.seed)  # raises ValueError naming `seed` when it is not an int >= 0
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -188,7 +191,11 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     def noise(self, feature: Mapping[str, Any], index: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """``(source, target)`` of one feature, both wrapped in BOS ... EOS."""
         body = self._body(feature, index)  # (n,)
-        generator = example_generator(self._seed, self.epoch, example_key(feature))
+        return self._noise_body(body, example_seeds([feature], self.seed, self.epoch)[0])
+
+    def _noise_body(self, body: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Noise one example's checked body with the generator of its own ``seed``."""
+        generator = torch.Generator().manual_seed(seed)
         source = body
         if self.permute_sentences:
             source = permute_sentences(source, self.end_ids, generator)
@@ -201,7 +208,9 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("cannot collate an empty list of features")
-        pairs = [self.noise(feature, index) for index, feature in enumerate(features)]
+        bodies = [self._body(feature, index) for index, feature in enumerate(features)]
+        seeds = example_seeds(features, self.seed, self.epoch)  # seed=None: fresh on every call
+        pairs = [self._noise_body(body, seed) for body, seed in zip(bodies, seeds)]
         sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
         in_width = round_up(max(map(len, sources)), self.pad_to_multiple_of)
         target_width = round_up(max(map(len, targets)), self.pad_to_multiple_of)

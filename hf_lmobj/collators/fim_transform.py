@@ -54,7 +54,7 @@ from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.collators.features import token_ids
 from hf_lmobj.collators.fim_format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
-from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds
 
 FIM_LEVELS = ("char", "token")
 
@@ -156,13 +156,13 @@ class FimTransform:
 
         ``seed=None`` draws a fresh seed from the OS for this call (unseeded, but not the global RNG).
         """
-        seed = resolve_seed(seed)
+        seeds = example_seeds(features, seed, epoch)  # seed=None: one fresh seed for this call
         plans: list[tuple[list[int], Any, bool] | list[int]] = []
         texts: list[str] = []
         for index, feature in enumerate(features):
             array = token_ids(feature, index, self._vocab_size)  # (L,) checked
             head, content = self._split_specials(array, index)
-            generator = example_generator(seed, epoch, example_key(feature))
+            generator = torch.Generator().manual_seed(seeds[index])
             length = len(self._text(feature, index)) if self.fim_level == "char" else content.size
             draw = draw_fim(length, self.fim_rate, self.spm_rate, generator)
             if not draw.apply:

@@ -11,7 +11,8 @@ position (:func:`~hf_lmobj.collators.masking.counter_uniforms`), so a mask does 
 batch, ``num_workers``, world size or the resume point. Advance the epoch with
 ``collator.set_epoch(n)``, or each epoch with ``seeding.CollatorEpochCallback(collator)`` in a Trainer
 (keep ``persistent_workers=False``, the default, so DataLoader workers see the new epoch); without
-it every epoch repeats the same masks. ``seed=None`` draws a fresh OS seed per call (no global RNG).
+it every epoch repeats the same masks. ``seed=None`` draws a fresh OS seed per call (no global RNG):
+every call masks afresh, as in the other random collators.
 
 Output keys:
     * padding mode: ``input_ids``, ``attention_mask`` (B, T), ``labels``;
@@ -59,7 +60,7 @@ from hf_lmobj.collators.packing import (
     chunk_lengths,
     flash_attention_kwargs,
 )
-from hf_lmobj.collators.seeding import example_key, example_seed, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.validation import check_column_range, check_count, check_flag, check_length, check_number, id_column
 
 MASK_ATTENTION = ("eager", "sdpa")
@@ -79,7 +80,8 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         random_replace_prob: share replaced by a random non-special token; the rest stay.
         whole_word_mask: select whole words (from features' ``word_ids`` if present, else the
             token strings' ``##`` / ``Ġ`` / ``▁`` markers); 80/10/10 still applies per token.
-        seed: makes masks a function of (seed, epoch, example); None draws an OS seed per call.
+        seed: makes masks a function of (seed, epoch, example) only, whatever the batch; None draws
+            a fresh OS seed on every call.
         pad_to_multiple_of: round the row length up to a multiple of this.
         max_length: longest row. Longer examples are split into chunks (never truncated); each
             chunk is its own row (padding mode) or bin item (packing). Required for packing.
@@ -212,19 +214,15 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         return masking.word_starts_from_tokens(ids, doc_starts, eligible, self._tables)
 
     def _uniforms(self, features, ids, starts, lengths) -> torch.Tensor:
-        """(2, N) float64: row 0 selects, row 1 picks mask / random (and which id) / keep."""
-        if self.seed is None:
-            generator = torch.Generator().manual_seed(resolve_seed(None))
-            return torch.rand(2, ids.numel(), generator=generator, dtype=torch.float64)
-        if not any("idx" in f or "index" in f for f in features):  # keyed by content, vectorised
-            seeds = masking.content_seeds(ids.numpy(), lengths, self.seed, self.epoch)
-            return masking.counter_uniforms(seeds, lengths)  # (2, N)
+        """(2, N) float64: row 0 selects, row 1 picks mask / random (and which id) / keep.
+
+        One seed per example from :func:`~hf_lmobj.collators.seeding.example_seeds` (its index,
+        else its own tokens; a fresh base seed per call when ``seed`` is None), then counter-based
+        uniforms for every token of the batch at once.
+        """
         array = ids.numpy()
-        keys = [
-            example_key(f if "idx" in f or "index" in f else {"input_ids": array[s : s + n]})
-            for f, s, n in zip(features, starts.tolist(), lengths.tolist())
-        ]
-        seeds = [example_seed(self.seed, self.epoch, key) for key in keys]
+        contents = [array[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+        seeds = example_seeds(features, self.seed, self.epoch, contents=contents)
         return masking.counter_uniforms(seeds, lengths)  # (2, N)
 
     def _layout(self, inputs, labels, starts, lengths, token_type_ids) -> dict[str, Any]:

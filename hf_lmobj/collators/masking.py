@@ -171,28 +171,6 @@ def _mix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def content_seeds(ids: np.ndarray, lengths: np.ndarray, seed: int, epoch: int) -> np.ndarray:
-    """One 64-bit seed per example from (seed, epoch, its token ids), for the whole batch at once.
-
-    Each token is mixed with its position, the mixes are summed per example (wrapping), and the
-    sum is mixed with the example's length, ``seed`` and ``epoch``: the same example always gets
-    the same seed, whatever batch it is in. Shapes: ``ids`` (N,), ``lengths`` (B,) -> (B,) uint64.
-
-    Example:
-        >>> a = content_seeds(np.array([5, 6, 7, 5, 6, 7]), np.array([3, 3]), seed=0, epoch=0)
-        >>> int(a[0]) == int(a[1]), int(a[0]) == int(content_seeds(np.array([5, 6, 7]), np.array([3]), 0, 0)[0])
-        (True, True)
-    """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    starts = np.cumsum(lengths) - lengths  # (B,)
-    position = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)  # (N,)
-    with np.errstate(over="ignore"):
-        tokens = _mix64(ids.astype(np.uint64) * _GOLDEN + position.astype(np.uint64) * _MIX2)  # (N,)
-        summed = np.add.reduceat(tokens, starts)  # (B,) wrapping sum per example
-        salt = _mix64(np.uint64(seed) * _GOLDEN + np.uint64(epoch) + _MIX1)
-        return _mix64(summed ^ _mix64(lengths.astype(np.uint64) + salt)) >> np.uint64(1)
-
-
 def _force_boundaries(
     starts: torch.Tensor, doc_starts: torch.Tensor, eligible: torch.Tensor
 ) -> torch.Tensor:

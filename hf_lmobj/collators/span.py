@@ -33,7 +33,7 @@ import torch
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators.features import token_ids
-from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span_noise import (
     check_noise_args,
     corrupted_lengths,
@@ -160,7 +160,8 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         decoder_start_token_id: defaults to ``model.config.decoder_start_token_id`` when
             ``model`` is given, else the pad id (T5's convention).
         model: optional, only read for its decoder start token (not kept).
-        seed: masks depend only on (seed, epoch, example); None draws a fresh seed.
+        seed: masks depend only on (seed, epoch, example), whatever the batch; None draws a fresh
+            seed on every call.
         packing: document-aware packing into rows of the fixed lengths (needs ``input_length``).
         pad_to_multiple_of: round padded widths up (padding mode without ``input_length``).
     """
@@ -204,7 +205,8 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
             )
         elif self.packing:
             raise ValueError("packing=True needs input_length (the row length to pack into)")
-        self._seed = resolve_seed(self.seed)
+        if self.seed is not None:
+            resolve_seed(self.seed)  # raises ValueError naming `seed` when it is not an int >= 0
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -214,7 +216,9 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("cannot collate an empty list of features")
-        documents = [(self._tokens(f, i), self._generator(f)) for i, f in enumerate(features)]
+        tokens = [self._tokens(f, i) for i, f in enumerate(features)]
+        generators = self._generators(features, resolve_seed(self.seed))
+        documents = list(zip(tokens, generators))
         if self.packing:
             rows = list(self._packed_rows(documents))
             check_has_targets(sum(len(targets) for _, targets in rows), "this batch", NO_TARGET_FIX)
@@ -232,8 +236,9 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
             )
         return tokens
 
-    def _generator(self, feature: Mapping[str, Any]) -> torch.Generator:
-        return example_generator(self._seed, self.epoch, example_key(feature))
+    def _generators(self, features: Sequence[Mapping[str, Any]], seed: int) -> list[torch.Generator]:
+        """One generator per feature from :func:`~hf_lmobj.collators.seeding.example_seeds`."""
+        return [torch.Generator().manual_seed(s) for s in example_seeds(features, seed, self.epoch)]
 
     def _corrupt_whole(
         self, tokens: torch.Tensor, generator: torch.Generator
@@ -362,7 +367,8 @@ def iter_packed_span_corruption(
     """
     if collator.input_length is None:
         raise ValueError("the collator needs input_length to pack a dataset")
-    documents = ((collator._tokens(f, i), collator._generator(f)) for i, f in enumerate(dataset))
+    seed = resolve_seed(collator.seed)  # seed=None: one fresh seed for this pass over the dataset
+    documents = ((collator._tokens(f, i), collator._generators([f], seed)[0]) for i, f in enumerate(dataset))
     for inputs, targets in collator._packed_rows(documents):
         batch = collator._assemble([(inputs, targets)])
         yield {key: value[0].tolist() for key, value in batch.items()}

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators.seeding import example_generator, example_key, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     IGNORE_INDEX,
     check_enough_sentinels,
@@ -157,7 +157,8 @@ class DataCollatorForUL2(DataCollatorMixin):
         input_length: fixed input length (encoder, or prefix + target when decoder-only);
             examples may then hold at most ``raw_tokens_length`` tokens (see :func:`ul2_lengths`).
         decoder_start_token_id / model: as in ``DataCollatorForSpanCorruption``.
-        seed: denoiser choice and masks depend only on (seed, epoch, example).
+        seed: denoiser choice and masks depend only on (seed, epoch, example), whatever the batch;
+            None draws a fresh seed on every call.
         decoder_only: one sequence per example with a 4D prefix-LM mask.
         mask_dtype: dtype of the 4D mask (match the model's, e.g. torch.bfloat16).
     """
@@ -201,7 +202,8 @@ class DataCollatorForUL2(DataCollatorMixin):
                         self.raw_tokens_length, d.noise_density, d.mean_noise_span_length,
                         len(self.sentinel_ids),
                     )
-        self._seed = resolve_seed(self.seed)
+        if self.seed is not None:
+            resolve_seed(self.seed)  # raises ValueError naming `seed` when it is not an int >= 0
         self.epoch = 0
 
     def _mode_id(self, token: str) -> int:
@@ -216,6 +218,10 @@ class DataCollatorForUL2(DataCollatorMixin):
 
     def corrupt(self, feature: Mapping[str, Any], index: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:
         """``(denoiser index, inputs with mode token, targets)`` for one feature."""
+        tokens = self._tokens(feature, index)
+        return self._corrupt_tokens(tokens, example_seeds([feature], self.seed, self.epoch)[0])
+
+    def _tokens(self, feature: Mapping[str, Any], index: int) -> torch.Tensor:
         tokens = feature_tokens(feature, self.eos_token_id, len(self.tokenizer), index)  # (T,)
         if len(tokens) < 2:
             raise ValueError(f"example has {len(tokens)} token(s) before EOS; UL2 needs at least 2")
@@ -224,7 +230,11 @@ class DataCollatorForUL2(DataCollatorMixin):
                 f"example has {len(tokens)} tokens but input_length={self.input_length} takes at "
                 f"most raw_tokens_length={self.raw_tokens_length}; chunk the data to that length"
             )
-        generator = example_generator(self._seed, self.epoch, example_key(feature))
+        return tokens
+
+    def _corrupt_tokens(self, tokens: torch.Tensor, seed: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """Corrupt one example's checked tokens with the generator of its own ``seed``."""
+        generator = torch.Generator().manual_seed(seed)
         index = int(torch.multinomial(self.weights, 1, generator=generator))
         denoiser = self.denoisers[index]
         eos = torch.tensor([self.eos_token_id])
@@ -243,7 +253,9 @@ class DataCollatorForUL2(DataCollatorMixin):
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("cannot collate an empty list of features")
-        parts = [self.corrupt(feature, index)[1:] for index, feature in enumerate(features)]
+        tokens = [self._tokens(feature, index) for index, feature in enumerate(features)]
+        seeds = example_seeds(features, self.seed, self.epoch)  # seed=None: fresh on every call
+        parts = [self._corrupt_tokens(t, s)[1:] for t, s in zip(tokens, seeds)]
         if self.decoder_only:
             return self._decoder_only_batch(parts)
         inputs, targets = [p[0] for p in parts], [p[1] for p in parts]
