@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 import math
-import os
+import runpy
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import evaluate
+import pandas
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from hf_lmobj.metrics import METRIC_NAMES, export_space, load, metric_path
+from hf_lmobj.metrics import GRADIO_SDK_VERSION, METRIC_NAMES, export_space, load, metric_path
 from hf_lmobj.metrics.scoring import score_texts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -102,30 +106,100 @@ def test_bits_per_byte_from_a_model_counts_utf8_bytes_of_chinese_text(bits_per_b
     assert ppl["num_tokens"] == sum(s.num_tokens for s in scores)
 
 
+@pytest.mark.parametrize("symlinks", [False, True], ids=["copytree", "cp -r (links kept as links)"])
 @pytest.mark.parametrize("name", METRIC_NAMES)
-def test_a_copied_folder_loads_and_scores_from_a_saved_model(name, tmp_path, saved_model, gpt2, tokenizer):
+def test_a_copied_folder_loads_and_scores_from_a_saved_model(name, symlinks, tmp_path, saved_model, gpt2, tokenizer):
     copy = tmp_path / "downloaded" / name
-    shutil.copytree(metric_path(name), copy, ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
+    shutil.copytree(metric_path(name), copy, symlinks=symlinks,
+                    ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
     assert not any(p.is_symlink() for p in copy.iterdir())
     metric = evaluate.load(str(copy))
     assert not metric.__class__.__module__.startswith("hf_lmobj")
     texts = ["import os\nprint(os.sep)\n", "x = 1"]
     result = metric.compute(predictions=texts, model_id=saved_model, max_length=8, stride=3, progress=False)
+    in_package = load(name).compute(predictions=texts, model_id=saved_model, max_length=8, stride=3, progress=False)
+    assert result == in_package
     scores = score_texts(gpt2, tokenizer, texts, max_length=8, stride=3, progress=False)
     assert result["nll"] == pytest.approx(sum(s.nll for s in scores), rel=1e-5)
-    exported = evaluate.load(str(export_space(name, tmp_path / "space", repo_id="me/x")))
+    exported = evaluate.load(str(export_space(name, tmp_path / "space")))
     count = "num_tokens" if name == "perplexity" else "num_bytes"
     assert exported.compute(nll=[1.0], **{count: [2]})[name] == metric.compute(nll=[1.0], **{count: [2]})[name]
 
 
-def test_export_space_writes_a_gradio_app(tmp_path):
-    folder = export_space("bits_per_byte", tmp_path, repo_id="me/bits_per_byte")
-    assert 'evaluate.load("me/bits_per_byte")' in (folder / "app.py").read_text()
+def _front_matter(card: str) -> dict[str, str]:
+    """The top-level ``key: value`` lines of a card's YAML front matter."""
+    assert card.startswith("---\n")
+    block = card[4 : card.index("\n---\n", 4)]
+    return dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(" "))
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_export_space_writes_a_gradio_app_and_its_requirements(name, tmp_path):
+    folder = export_space(name, tmp_path)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["README.md", "app.py", f"{name}.py", "requirements.txt"])
+    assert not any(p.is_symlink() for p in folder.iterdir())
+    app = (folder / "app.py").read_text(encoding="utf-8")
+    assert "launch_gradio_widget" in app and f'"{name}.py"' in app
+    lines = (folder / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    requirements = [r for r in (line.split("#")[0].strip() for line in lines) if r]
+    assert "hf_lmobj" in requirements  # the metric script imports hf_lmobj.metrics.scoring
+    assert not any(r.startswith("gradio") for r in requirements)  # the Space's sdk_version installs it
     card = (folder / "README.md").read_text(encoding="utf-8")
-    assert card.startswith("---\n") and "app_file: app.py" in card
+    matter = _front_matter(card)
+    assert matter["sdk"] == "gradio" and matter["app_file"] == "app.py"
     for section in ("## Metric Description", "## How to Use", "### Inputs", "### Output Values",
                     "## Limitations and Bias", "## Citation"):
         assert section in card
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_the_card_pins_the_gradio_that_evaluates_widget_runs_with(name):
+    matter = _front_matter((metric_path(name) / "README.md").read_text(encoding="utf-8"))
+    assert matter["sdk_version"] == GRADIO_SDK_VERSION
+    widget = inspect.getsource(evaluate.utils.launch_gradio_widget)
+    if "gr.inputs." in widget or "gr.outputs." in widget:  # gradio 4 removed both namespaces
+        assert int(GRADIO_SDK_VERSION.split(".")[0]) < 4
+
+
+class _FakeGradio(types.ModuleType):
+    """Just the gradio 3 API that evaluate's widget calls, recording what it is given."""
+
+    def __init__(self):
+        super().__init__("gradio")
+        self.built = {}
+        self.inputs = types.SimpleNamespace(Dataframe=lambda **kw: ("Dataframe", kw))
+        self.outputs = types.SimpleNamespace(Textbox=lambda **kw: ("Textbox", kw))
+        fake = self
+
+        class Interface:
+            def __init__(self, **kwargs):
+                fake.built = kwargs
+
+            def launch(self):
+                fake.built["launched"] = True
+
+        self.Interface = Interface
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_the_exported_app_starts_the_widget_and_computes(name, tmp_path, monkeypatch):
+    folder = export_space(name, tmp_path)
+    gradio = _FakeGradio()
+    monkeypatch.setitem(sys.modules, "gradio", gradio)
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))  # as `python app.py` in the Space: sys.path[0] is its folder
+    runpy.run_path(str(folder / "app.py"), run_name="__main__")
+    assert gradio.built["launched"] and gradio.built["title"] == f"Metric: {name}"
+    assert gradio.built["article"].lstrip().startswith("# Metric Card for")  # the card, front matter off
+    count = "num_tokens" if name == "perplexity" else "num_bytes"
+    assert gradio.built["inputs"][1]["headers"] == ("nll", count)
+    out = gradio.built["fn"](pandas.DataFrame({"nll": [1.0], count: [2]}))  # the widget's one-row table
+    assert out[name] == load(name).compute(nll=[1.0], **{count: [2]})[name]
+
+
+def test_no_symlink_under_the_metrics_package():
+    links = [p for p in metric_path("perplexity").parent.rglob("*") if p.is_symlink()]
+    assert links == []
 
 
 @pytest.mark.parametrize("name", METRIC_NAMES)
@@ -171,10 +245,10 @@ def test_load_rejects_unknown_names():
         load("accuracy")
 
 
-def test_metric_folders_share_one_scoring_file():
-    core = (metric_path("perplexity").parent / "scoring.py").read_bytes()
-    checks = (metric_path("perplexity").parent.parent / "validation.py").read_bytes()  # hf_lmobj/validation.py
+def test_metric_scripts_share_the_packages_scoring_code():
     for name in METRIC_NAMES:
-        assert (metric_path(name) / "scoring.py").read_bytes() == core
-        assert (metric_path(name) / "validation.py").read_bytes() == checks
-        assert os.path.exists(metric_path(name) / "requirements.txt")
+        script = (metric_path(name) / f"{name}.py").read_text(encoding="utf-8")
+        assert "from hf_lmobj.metrics.scoring import" in script
+        assert not any(line.startswith("from .") for line in script.splitlines())  # no sibling to copy
+        scripts = sorted(p.name for p in metric_path(name).iterdir() if p.suffix == ".py")
+        assert scripts == sorted(["__init__.py", f"{name}.py", "app.py"])

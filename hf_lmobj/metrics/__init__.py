@@ -1,10 +1,11 @@
 """The perplexity and bits-per-byte ``evaluate`` metrics, shipped as Hub Space folders.
 
-Each metric is a folder laid out exactly as a Space on the Hub (``<name>.py``, ``README.md``,
-``requirements.txt`` and the shared ``scoring.py`` and ``validation.py``, links to
-:mod:`hf_lmobj.metrics.scoring` and :mod:`hf_lmobj.validation`), so ``evaluate.load(<folder>)``
-works on the folder here, on a copy of it, and on the pushed Space. (``scoring.py`` imports its
-sibling ``validation.py``; here that is ``hf_lmobj/metrics/validation.py``, a link as well.)
+Each metric is a folder laid out exactly as a Space on the Hub: ``<name>.py`` (the metric script),
+``README.md`` (the card; its front matter pins gradio :data:`GRADIO_SDK_VERSION`), ``app.py``
+(evaluate's Gradio widget) and ``requirements.txt``. The scripts import their shared code from the
+installed package (``from hf_lmobj.metrics.scoring import ...``; ``hf_lmobj`` is in the Space's
+requirements), so no folder holds a link: ``evaluate.load(<folder>)`` works on the folder here, on
+any copy of it (``cp -r`` included) and on the pushed Space.
 
 Example:
     >>> from hf_lmobj.metrics import load
@@ -23,12 +24,15 @@ METRIC_NAMES = ("perplexity", "bits_per_byte")
 PERPLEXITY_PATH = METRICS_DIR / "perplexity"
 BITS_PER_BYTE_PATH = METRICS_DIR / "bits_per_byte"
 _NOT_IN_SPACE = ("__init__.py", "__pycache__", "*.pyc")
+SPACE_FILES = ("README.md", "app.py", "requirements.txt")  # besides the metric script <name>.py
 
-_APP = """import evaluate
-from evaluate.utils import launch_gradio_widget
+GRADIO_SDK_VERSION = "3.19.1"
+"""The gradio version the Space cards pin (``sdk_version`` in each folder's README.md).
 
-module = evaluate.load("{repo_id}")
-launch_gradio_widget(module)
+evaluate's widget (``evaluate.utils.launch_gradio_widget``, evaluate 0.4.x) builds its form with
+``gr.inputs.Dataframe`` and ``gr.outputs.Textbox``, namespaces gradio 4 removed, so a Space on
+gradio 4 crashes at start; evaluate's own metric Spaces pin this version. tests/test_metrics.py
+checks both cards against it and the installed widget's source against its major version.
 """
 
 
@@ -46,21 +50,23 @@ def load(name: str, **kwargs):
     return evaluate.load(str(metric_path(name)), **kwargs)
 
 
-def export_space(name: str, destination: str | Path, repo_id: str | None = None) -> Path:
+def export_space(name: str, destination: str | Path) -> Path:
     """Copy metric ``name`` to ``destination/<name>`` as a self-contained Space folder; return it.
 
-    Links are resolved into real files and package files (``__init__.py``, caches) left out; with
-    ``repo_id`` an ``app.py`` launching the Gradio widget for ``repo_id`` is added, as Spaces need.
+    The folder holds the metric script, ``README.md``, ``app.py`` and ``requirements.txt`` as real
+    files (package files such as ``__init__.py`` and caches are left out), ready to upload.
 
     Example:
         >>> import tempfile
         >>> sorted(p.name for p in export_space("perplexity", tempfile.mkdtemp()).iterdir())
-        ['README.md', 'perplexity.py', 'requirements.txt', 'scoring.py', 'validation.py']
+        ['README.md', 'app.py', 'perplexity.py', 'requirements.txt']
     """
+    source = metric_path(name)
+    missing = [f for f in (*SPACE_FILES, f"{name}.py") if not (source / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"metric folder {source} lacks {missing}; reinstall hf_lmobj")
     target = Path(destination) / name
-    shutil.copytree(metric_path(name), target, ignore=shutil.ignore_patterns(*_NOT_IN_SPACE))
-    if repo_id is not None:
-        (target / "app.py").write_text(_APP.format(repo_id=repo_id), encoding="utf-8")
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(*_NOT_IN_SPACE))
     return target
 
 
@@ -75,11 +81,11 @@ def push_to_hub(name: str, repo_id: str, token: str | None = None, private: bool
     api = HfApi(token=token)
     api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = export_space(name, tmp, repo_id=repo_id)
+        folder = export_space(name, tmp)
         api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=str(folder),
                           commit_message=f"Upload the {name} metric from hf_lmobj")
     return f"https://huggingface.co/spaces/{repo_id}"
 
 
-__all__ = ["BITS_PER_BYTE_PATH", "METRIC_NAMES", "PERPLEXITY_PATH", "export_space", "load", "metric_path",
-           "push_to_hub"]
+__all__ = ["BITS_PER_BYTE_PATH", "GRADIO_SDK_VERSION", "METRIC_NAMES", "PERPLEXITY_PATH", "SPACE_FILES",
+           "export_space", "load", "metric_path", "push_to_hub"]

@@ -1,8 +1,8 @@
 """Score texts with a causal LM: per-text summed NLL over strided sliding windows, batched across texts.
 
-The one scoring loop behind both metric folders (``perplexity/`` and ``bits_per_byte/`` load it as
-their sibling ``scoring.py``, so this file imports nothing from ``hf_lmobj`` but its sibling
-``validation.py``, a link to :mod:`hf_lmobj.validation`) and the recipes.
+The one scoring loop behind both metric folders (their scripts import it from the installed
+package, ``from hf_lmobj.metrics.scoring import ...``, in this repository and in a Space alike)
+and the recipes.
 
 Windows. A text of ``N`` tokens (BOS included when ``add_start_token``) has ``N - 1`` targets:
 token ``p + 1`` is predicted from the logits at position ``p``. The logit positions ``0 .. N - 2``
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .validation import check_counts, check_flag, check_length, check_nll_sums
+from hf_lmobj.validation import check_counts, check_flag, check_length, check_nll_sums
 
 #: What to do about an entry that scored nothing (it has no perplexity).
 EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"

@@ -1,8 +1,9 @@
 """Bits per byte as an ``evaluate`` metric: total NLL / ln 2 / total UTF-8 bytes of the original texts.
 
-This folder is a Hub Space (``bits_per_byte.py`` + ``README.md`` + ``requirements.txt`` + the
-siblings ``scoring.py`` and ``validation.py`` that ``evaluate`` fetches through the relative
-imports below).
+This folder is a Hub Space: ``bits_per_byte.py`` (this script), ``README.md`` (the card, whose front matter
+pins the gradio evaluate's widget runs with), ``app.py`` (the widget) and ``requirements.txt``
+(``hf_lmobj``, whose :mod:`hf_lmobj.metrics.scoring` this script imports). No file links elsewhere,
+so a plain copy of the folder loads with ``evaluate.load(<folder>)``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import math
 import datasets
 import evaluate
 
-from .scoring import SumsMetric, bits_per_byte_from_sums, check_sums
-# evaluate copies only the sibling files a metric script imports itself; scoring.py needs validation.py
-from .validation import check_nll_sums as check_nll_sums
+# An absolute import of the installed package (evaluate checks it is importable, and the Space's
+# requirements.txt installs it): the same code here, in a copied folder and in the Space.
+from hf_lmobj.metrics.scoring import SumsMetric, bits_per_byte_from_sums, check_sums
 
 _CITATION = """\
 @article{gao2020pile,
