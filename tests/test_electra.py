@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from auxiliary_step import build_aux_model, build_rows, flat_parameters, parameter_update
 from distributed_step import sgd_args, stack_rows
 from transformers import AutoModelForSequenceClassification, ElectraForPreTraining
@@ -70,6 +71,42 @@ def test_loss_equals_the_stock_models_own_losses(tmp_path, one_torch_thread):
     total, mlm, rtd = electra_loss(out, 3, 7, rtd_weight=2.0)
     assert abs(total.item() - (mlm + 2.0 * rtd).item()) < 1e-6
     assert abs(mlm.item() * 3 - stock_mlm.item() * int((batch["labels"] != -100).sum())) < 1e-4
+
+
+def test_loss_equals_a_naive_per_token_reference(tmp_path, one_torch_thread):
+    """MLM + 50 RTD written out token by token: -log softmax at each selected position, and the binary
+    cross-entropy -[y log sigmoid(z) + (1 - y) log sigmoid(-z)] at each real token, y = (input != original);
+    half the selected positions are generator hits (y = 0 there although the generator's input was corrupted)."""
+    model, batch = build_aux_model("electra"), _batch()
+    selected = (batch["labels"] != -100).nonzero().tolist()
+    for b, t in selected[::2]:
+        batch["labels"][b, t] = 7  # the original token there is 7 ...
+    with torch.no_grad():
+        model.generator.get_output_embeddings().bias[7] = 12.0  # ... and the generator nearly always samples 7
+    trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1))
+    ours = trainer.compute_loss(model, dict(batch))
+    replaced_ids = model(**batch, sampling_seed=trainer.args.seed, sampling_step=0).replaced_input_ids  # the same draws
+    generator_logits = model.generator(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    disc_logits = model.discriminator(input_ids=replaced_ids, attention_mask=batch["attention_mask"]).logits
+    mlm_sum, mlm_count, rtd_sum, rtd_count, hits, replaced = 0.0, 0, 0.0, 0, 0, 0
+    for b in range(batch["input_ids"].shape[0]):
+        for t in range(batch["input_ids"].shape[1]):
+            label = int(batch["labels"][b, t])
+            original = label if label != -100 else int(batch["input_ids"][b, t])
+            if label != -100:
+                mlm_sum = mlm_sum - torch.log_softmax(generator_logits[b, t], dim=-1)[label]
+                mlm_count += 1
+                hits += int(replaced_ids[b, t]) == label and int(batch["input_ids"][b, t]) != label
+            if int(batch["attention_mask"][b, t]) == 1:
+                y = float(int(replaced_ids[b, t]) != original)
+                z = disc_logits[b, t]
+                rtd_sum = rtd_sum - (y * F.logsigmoid(z) + (1.0 - y) * F.logsigmoid(-z))
+                rtd_count += 1
+                replaced += int(y)
+    naive = mlm_sum / mlm_count + 50.0 * rtd_sum / rtd_count
+    assert hits >= 3 and replaced >= 3  # both kinds of selected position occur
+    assert ours.item() == pytest.approx(naive.item(), rel=1e-5)
+    assert trainer._term_sums["rtd_loss"].item() == pytest.approx((rtd_sum / rtd_count).item(), rel=1e-5)
 
 
 def test_no_gradient_flows_through_the_samples():

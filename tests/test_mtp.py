@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from auxiliary_step import SEQ, build_aux_model, build_rows, flat_parameters, parameter_update
 from distributed_step import build_model, sgd_args, stack_rows
+from distributed_step import build_rows as build_causal_rows
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
@@ -53,7 +54,8 @@ def naive_targets(batch: dict, depth: int) -> list[list[int]]:
 def naive_depth_losses(model: MultiTokenPredictionModel, batch: dict) -> tuple[list[torch.Tensor], list[int]]:
     """Mean CE of each depth, every document run through the MTP modules on its own (no mask needed)."""
     base = model.base
-    hidden = base.transformer(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False).last_hidden_state
+    layout = {k: batch[k] for k in ("position_ids", "attention_mask") if k in batch}  # packed or padded rows
+    hidden = base.transformer(input_ids=batch["input_ids"], **layout, use_cache=False).last_hidden_state
     weight, embed = base.lm_head.weight, base.get_input_embeddings()
     docs = naive_documents(batch)
     depths = model.mtp_config.num_depths
@@ -136,6 +138,35 @@ def test_trainer_loss_equals_the_naive_per_document_reference(kind, tmp_path, on
     assert counts == model.count_targets(batch).tolist() and all(c > 0 for c in counts)
     assert counts[0] > counts[1] > counts[2]  # deeper targets run into more boundaries
     assert abs(naive[0].item() - model.base(**{k: batch[k] for k in ("input_ids", "position_ids", "labels")}).loss.item()) < 1e-5
+
+
+def padded_rows() -> list[dict[str, torch.Tensor]]:
+    """Right-padded rows (one document each, 2..9 next-token targets) with a -100 "prompt" token in some rows."""
+    rows = build_causal_rows("causal")
+    for i, row in enumerate(rows):
+        if i % 2:
+            row["labels"] = row["labels"].clone()
+            row["labels"][1] = -100
+    return rows
+
+
+LAYOUTS = {"packed": lambda kind: build_rows(kind), "padded": lambda kind: padded_rows()}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("kind", MTP_KINDS)
+def test_each_depth_loss_equals_the_naive_reference(kind, layout, tmp_path, one_torch_thread):
+    """Depth by depth (not only the weighted sum, where swapped or mixed-up depths would cancel)."""
+    model, batch = build_aux_model(kind), stack_rows(LAYOUTS[layout](kind))
+    trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1))
+    total = trainer.compute_loss(model, dict(batch))
+    naive, counts = naive_depth_losses(model, batch)
+    depths = model.mtp_config.num_depths
+    recorded = [trainer._term_sums[f"mtp_depth_{k}_loss"].item() for k in range(1, depths + 1)]
+    assert recorded == pytest.approx([loss.item() for loss in naive[1:]], abs=1e-5)
+    assert abs(recorded[0] - recorded[1]) > 1e-4  # far above the tolerance: swapped depths would show
+    assert total.item() == pytest.approx(naive_total(model, batch).item(), abs=1e-5)
+    assert counts == model.count_targets(batch).tolist() and counts[0] > counts[1] > counts[2] > 0
 
 
 def test_depth_losses_are_logged(tmp_path, one_torch_thread):
