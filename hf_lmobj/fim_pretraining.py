@@ -1,7 +1,8 @@
 """The fill-in-the-middle side of pre-training: FIM'd, packed datasets for the clm recipe, and its infilling report.
 
-``recipes/pretrain.py`` trains a causal LM with FIM when ``fim_rate > 0`` (see
-``recipes/configs/clm/fim_demo.yaml``). Three steps, per split:
+``recipes/pretrain.py`` parses :class:`FimArguments` and trains a causal LM with FIM when
+``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/clm/fim_demo.yaml``).
+Three steps, per split:
 
 1. each document is tokenized once and cut into *pieces* of ``max_length - 10`` tokens (the
    pieces' tokens are the document's, sliced; the last piece is shorter), so that a FIM'd piece
@@ -14,10 +15,12 @@
 3. :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` packs them into full rows, which the
    plain :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` batches (documents isolated).
 
-After training, :func:`infilling_metrics` runs the single-line infilling evaluation
-(:mod:`hf_lmobj.infilling_eval`) on the validation files: PSM, SPM and prefix-only for a FIM
-model, prefix-only (all a plain model can do) otherwise; :func:`print_fim_comparison` prints the
-run beside a plain run's ``metrics.json``.
+After training, :func:`infilling_metrics` (:func:`validation_infilling` in the recipe) runs the
+single-line infilling evaluation (:mod:`hf_lmobj.infilling_eval`) on the validation files: PSM, SPM
+and prefix-only for a FIM model, prefix-only (all a plain model can do) otherwise; by default on
+200 cases for a FIM run and none for a plain one (``--infill_cases 200`` asks a plain run for its
+prefix-only figures). :func:`print_fim_comparison` prints the run beside a plain run's
+``metrics.json`` (``fim_baseline_metrics``).
 
 Example:
     >>> from hf_lmobj.data import build_tokenizer
@@ -43,8 +46,9 @@ from hf_lmobj.collators.dataset_packing import pack_dataset
 from hf_lmobj.collators.fim import fim_dataset
 from hf_lmobj.collators.fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.infilling_eval import evaluate_infilling, single_line_cases
-from hf_lmobj.pretraining import DataArguments, ObjectiveData, eval_subset
+from hf_lmobj.pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
 
+DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
 PIECE_SLACK = 10  # a row keeps room for BOS, 3 sentinels, EOS and up to 5 tokens of re-encoding at the cuts
 
 
@@ -55,7 +59,10 @@ class FimArguments:
     fim_rate: float = field(default=0.0, metadata={"help": "Share of pieces FIM'd (0 = plain CLM; StarCoder 0.5)."})
     fim_spm_rate: float = field(default=0.5, metadata={"help": "Share of FIM'd pieces in SPM rather than PSM order."})
     fim_level: str = field(default="char", metadata={"help": f"Where cuts fall: one of {FIM_LEVELS}."})
-    infill_cases: int = field(default=200, metadata={"help": "Single-line infilling cases (validation); 0 = none."})
+    infill_cases: int | None = field(
+        default=None,
+        metadata={"help": "Single-line infilling cases (validation); 0 = none; None = 200 for a FIM run, 0 for a plain one."},
+    )
     infill_seed: int = field(default=0, metadata={"help": "Seed of the sample of infilling cases."})
     infill_max_new_tokens: int = field(default=48, metadata={"help": "Generation budget per infilling case."})
     fim_baseline_metrics: str | None = field(
@@ -65,6 +72,8 @@ class FimArguments:
     def __post_init__(self) -> None:
         self.fim_rate = check_rate("fim_rate", self.fim_rate)
         self.fim_spm_rate = check_rate("fim_spm_rate", self.fim_spm_rate)
+        if self.infill_cases is None:
+            self.infill_cases = DEFAULT_INFILL_CASES if self.fim_rate > 0 else 0
         if self.fim_level not in FIM_LEVELS:
             raise ValueError(f"fim_level must be one of {FIM_LEVELS}, got {self.fim_level!r}")
         for name, least in (("infill_cases", 0), ("infill_seed", 0), ("infill_max_new_tokens", 1)):
@@ -168,6 +177,35 @@ def prepare_fim_data(
     return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=documents)
 
 
+def prepare_pretraining_data(
+    objective: str,
+    tokenizer: PreTrainedTokenizerBase,
+    splits: datasets.DatasetDict,
+    data_args: DataArguments,
+    fim_args: FimArguments,
+    model: PreTrainedModel | None = None,
+    seed: int = 0,
+) -> ObjectiveData:
+    """The pre-training recipe's data: :func:`prepare_fim_data` when ``fim_args.fim_rate > 0``, else the
+    objective's own (:func:`~hf_lmobj.pretraining.prepare_objective_data`)."""
+    if fim_args.fim_rate > 0:
+        return prepare_fim_data(tokenizer, splits, data_args, fim_args, model, seed)
+    return prepare_objective_data(objective, tokenizer, splits, data_args, model, seed)
+
+
+def validation_infilling(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    split: datasets.Dataset,
+    text_column: str,
+    fim_args: FimArguments,
+    max_length: int,
+) -> dict[str, float]:
+    """:func:`infilling_metrics` on a validation split (cases named by its ``path`` column when it has one)."""
+    names = split["path"] if "path" in split.column_names else None
+    return infilling_metrics(model, tokenizer, split[text_column], fim_args, max_length, names=names)
+
+
 def infilling_metrics(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -230,18 +268,27 @@ def comparison_lines(metrics: dict[str, Any], baseline: dict[str, Any], baseline
 
 
 def print_fim_comparison(metrics: dict[str, Any], baseline_path: str | None) -> None:
-    """Print this run's infilling figures and, when ``baseline_path`` exists, the table beside that run."""
+    """Print this run's left-to-right bits per byte and infilling figures and, when ``baseline_path``
+    exists, the table beside that run. Prints nothing for a run without infilling metrics."""
     keys = sorted(k for k in metrics if k.startswith("validation_infill_") and k.endswith("_exact_match"))
-    if keys:
-        shown = ", ".join(f"{k.removeprefix('validation_infill_').removesuffix('_exact_match')} "
-                          f"{metrics[k]:.3f}" for k in keys)  # fmt: skip
-        print(f"  single-line infilling exact match ({int(metrics['validation_infill_samples'])} cases): {shown}")
+    if not keys:
+        return
+    shown = ", ".join(f"{k.removeprefix('validation_infill_').removesuffix('_exact_match')} "
+                      f"{metrics[k]:.3f}" for k in keys)  # fmt: skip
+    print("  left to right and in the middle (validation files):")
+    if "validation_bits_per_byte" in metrics:
+        print(f"    left-to-right bits per byte {metrics['validation_bits_per_byte']:.3f}")
+    print(f"    single-line infilling exact match ({int(metrics['validation_infill_samples'])} cases): {shown}")
     if not baseline_path:
         return
     path = Path(baseline_path)
     if not path.is_file():
-        print(f"  (no plain-CLM baseline at {path}: run the plain demo first to print them side by side)")
+        print(f"  (no plain-CLM metrics at {path}: run clm/demo.yaml with --infill_cases {DEFAULT_INFILL_CASES} "
+              "first to print the two side by side)")  # fmt: skip
         return
-    print(f"  beside the plain run {path} (same budget):")
-    for line in comparison_lines(metrics, json.loads(path.read_text())):
+    baseline = json.loads(path.read_text())
+    print(f"  beside the plain run {path}:")
+    for line in comparison_lines(metrics, baseline):
         print(f"    {line}")
+    if best_infill(baseline) is None:
+        print(f"    (that run has no infilling metrics: train it with --infill_cases {DEFAULT_INFILL_CASES})")

@@ -9,13 +9,16 @@ DeepSpeed, chosen by the accelerate config alone.
     python recipes/pretrain.py --config recipes/configs/clm/demo.yaml --max_steps 3 --output_dir out/quick
 
 Any ``TrainingArguments`` field, and every field of ``DataArguments`` / ``ModelArguments`` /
-``ReportArguments``, can be set in the YAML file or overridden on the command line. The run writes
-the model (safetensors), the tokenizer, ``metrics.json``, ``loss_curve.png`` and ``README.md`` (the
-model card) into ``--output_dir``. The printed report ends with, for clm, bits per byte of the validation
-text beside a Kneser-Ney n-gram model of the same training tokens and zlib / bz2 / xz; for mlm and span,
-eval_loss beside the unigram entropy of the training tokens and the target accuracy; then the time of
-each phase and the training tokens per second. Torch's CPU threads follow the cores other processes
-leave free (``--torch_threads N`` fixes them).
+``AuxiliaryArguments`` / ``FimArguments`` / ``ReportArguments``, can be set in the YAML file or
+overridden on the command line. The run writes the model (safetensors), the tokenizer, ``metrics.json``,
+``loss_curve.png`` and ``README.md`` (the model card) into ``--output_dir``. The printed report ends
+with, for clm, bits per byte of the validation text beside a Kneser-Ney n-gram model of the same
+training tokens and zlib / bz2 / xz; for mlm and span, eval_loss beside the unigram entropy of the
+training tokens and the target accuracy; with ``fim_rate > 0`` (``clm/fim_demo.yaml``:
+fill-in-the-middle) also the left-to-right bits per byte and the single-line infilling exact match (PSM,
+SPM, prefix-only), beside a plain run's ``metrics.json`` when ``fim_baseline_metrics`` names one; then
+the time of each phase and the training tokens per second. Torch's CPU threads follow the cores other
+processes leave free (``--torch_threads N`` fixes them).
 """
 
 from __future__ import annotations
@@ -39,13 +42,15 @@ from hf_lmobj.compression import compression_bits_per_byte
 from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
 from hf_lmobj.data import build_tokenizer, load_text_splits
+from hf_lmobj.fim_pretraining import (
+    FimArguments, prepare_pretraining_data, print_fim_comparison, validation_infilling,
+)
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
 from hf_lmobj.models import ModelArguments
 from hf_lmobj.ngram import KneserNeyLM
 from hf_lmobj.phase_timer import PhaseTimer
 from hf_lmobj.pretraining import (
-    CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, SEQ2SEQ_OBJECTIVES, DataArguments, prepare_objective_data,
-    target_token_accuracy, unigram_entropy,
+    CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, SEQ2SEQ_OBJECTIVES, DataArguments, target_token_accuracy, unigram_entropy,
 )
 from hf_lmobj.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.trainer import ObjectiveTrainer
@@ -69,8 +74,9 @@ class ReportArguments:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    data_args, model_args, aux_args, report_args, runtime_args, train_args = parse_args_with_config(
-        (DataArguments, ModelArguments, AuxiliaryArguments, ReportArguments, RuntimeArguments, TrainingArguments),
+    data_args, model_args, aux_args, fim_args, report_args, runtime_args, train_args = parse_args_with_config(
+        (DataArguments, ModelArguments, AuxiliaryArguments, FimArguments, ReportArguments, RuntimeArguments,
+         TrainingArguments),
         cpu_aware_argv(argv),
     )
     timer = PhaseTimer()
@@ -90,7 +96,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     with timer.phase("data"):
         model = build_pretraining_model(data_args.objective, tokenizer, model_args, aux_args, train_args.seed)
         with train_args.main_process_first(desc="prepare data"):
-            data = prepare_objective_data(data_args.objective, tokenizer, splits, data_args, model, train_args.seed)
+            data = prepare_pretraining_data(
+                data_args.objective, tokenizer, splits, data_args, fim_args, model, train_args.seed
+            )
     trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
     trainer = trainer_class(
         model=model, args=train_args, callbacks=[*data.callbacks, *([threads] if threads else [])],
@@ -113,6 +121,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 threads.adapt()
             predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
             metrics.update(_score_texts(predictor, tokenizer, validation_texts, data_args, report_args))
+        if fim_args.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
+            with timer.phase("infilling"):
+                metrics.update(validation_infilling(
+                    predictor, tokenizer, splits["validation"], data_args.text_column, fim_args, data_args.max_length
+                ))  # fmt: skip
     # Collective work on every rank (FSDP2 / ZeRO-3 gather the full state dict and run the sharded
     # model together); files are written and lines printed by the main process only.
     with timer.phase("saving"):
@@ -127,8 +140,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             baselines = _baselines(data, tokenizer, validation_texts, report_args, timer)
             metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
         _write_and_report(
-            trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, report_args, sample, timer,
-            threads,
+            trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, fim_args, report_args,
+            sample, timer, threads,
         )
     return metrics
 
@@ -196,7 +209,8 @@ def baseline_key(name: str) -> str:
 
 
 def _write_and_report(
-    trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, report_args, sample, timer, threads
+    trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, fim_args, report_args, sample,
+    timer, threads,
 ) -> None:
     output = Path(trainer.args.output_dir)
     tokenizer.save_pretrained(output)
@@ -223,6 +237,7 @@ def _write_and_report(
               f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)")
     else:
         _print_comparison(metrics, baselines)
+        print_fim_comparison(metrics, fim_args.fim_baseline_metrics)
     threads_line = threads.summary() if threads else f"fixed at {torch.get_num_threads()}"
     print(f"  time (wall clock; torch threads {threads_line}):")
     for line in timer.lines():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import TrainingArguments
@@ -20,6 +21,7 @@ from transformers import TrainingArguments
 from hf_lmobj.auxiliary_pretraining import AuxiliaryArguments
 from hf_lmobj.config_parsing import parse_args_with_config
 from hf_lmobj.cpu_threads import RuntimeArguments
+from hf_lmobj.fim_pretraining import FimArguments
 from hf_lmobj.models import ModelArguments
 from hf_lmobj.pretraining import DataArguments
 
@@ -46,10 +48,12 @@ def load_recipe():
 @pytest.mark.parametrize("config", PRETRAIN_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_config_parses_and_names_its_objective(config):
     recipe = load_recipe()
-    data, model, aux, report, runtime, train = parse_args_with_config(
-        (DataArguments, ModelArguments, AuxiliaryArguments, recipe.ReportArguments, RuntimeArguments, TrainingArguments),
+    data, model, aux, fim, report, runtime, train = parse_args_with_config(
+        (DataArguments, ModelArguments, AuxiliaryArguments, FimArguments, recipe.ReportArguments, RuntimeArguments,
+         TrainingArguments),
         ["--config", str(config)],
     )
+    assert (fim.fim_rate > 0) == (config.name == "fim_demo.yaml")  # FIM only where the config says so
     folder_objectives = {"clm": {"clm"}, "mlm": {"mlm"}, "span": {"span", "ul2"}}
     assert data.objective in folder_objectives[config.parent.name]
     assert train.output_dir and train.max_steps > 0
@@ -92,6 +96,52 @@ def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config,
     accuracy = {"mlm": "eval_masked_accuracy", "span": "eval_span_accuracy", "ul2": "eval_span_accuracy"}
     if objective in accuracy:
         assert 0.0 <= saved[accuracy[objective]] <= 1.0
+
+
+def test_fim_demo_is_the_clm_demo_plus_fim():
+    demo = yaml.safe_load((ROOT / "recipes/configs/clm/demo.yaml").read_text())
+    fim_demo = yaml.safe_load((ROOT / "recipes/configs/clm/fim_demo.yaml").read_text())
+    fim_keys = set(FimArguments.__dataclass_fields__)
+    assert set(fim_demo) - set(demo) == fim_keys  # every FIM setting spelled out, nothing else added
+    assert fim_demo["fim_rate"] == 0.5 and fim_demo["infill_cases"] == 200
+    differ = {k for k in demo if demo[k] != fim_demo.get(k)}
+    assert differ == {"output_dir"}, "the same model, data, budget and optimizer as the plain demo"
+    assert fim_demo["fim_baseline_metrics"] == f"{demo['output_dir']}/metrics.json"
+
+
+@pytest.mark.slow
+def test_fim_demo_trains_a_few_steps_and_reports_left_to_right_and_infilling(tmp_path, capsys):
+    recipe = load_recipe()
+    baseline = tmp_path / "plain-metrics.json"
+    baseline.write_text(json.dumps({"validation_bits_per_byte": 3.0, "validation_infill_prefix_only_exact_match": 0.0}))
+    out = tmp_path / "fim"
+    metrics = recipe.main(
+        ["--config", str(ROOT / "recipes/configs/clm/fim_demo.yaml"), *QUICK, "--max_steps", "3",
+         "--infill_cases", "4", "--infill_max_new_tokens", "8", "--ngram_orders", "3",
+         "--fim_baseline_metrics", str(baseline), "--output_dir", str(out)]
+    )  # fmt: skip
+    report = capsys.readouterr().out
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved == pytest.approx(metrics)
+    assert saved["validation_infill_samples"] == 4
+    for mode in ("psm", "spm", "prefix_only"):
+        assert 0.0 <= saved[f"validation_infill_{mode}_exact_match"] <= 1.0
+        assert 0.0 < saved[f"validation_infill_{mode}_middle_bits_per_byte"] < 32
+    assert f"left-to-right bits per byte {saved['validation_bits_per_byte']:.3f}" in report
+    assert "single-line infilling exact match (4 cases): prefix_only" in report
+    assert re.search(r"left-to-right bits per byte\s+[\d.]+\s+3\.000", report)  # beside the plain run
+    card = ModelCard.load(out / "README.md")
+    results = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert results["bits_per_byte"] == saved["validation_bits_per_byte"]
+    assert results["infill_psm_exact_match"] == saved["validation_infill_psm_exact_match"]
+    assert "## Fill-in-the-middle" in card.text and "0.5 of the training pieces" in card.text
+    assert "| `fim_rate` | 0.5 |" in card.text and "| `fim_level` | char |" in card.text
+
+
+def test_plain_clm_run_evaluates_no_infilling_unless_asked():
+    assert FimArguments().infill_cases == 0
+    assert FimArguments(fim_rate=0.5).infill_cases == 200
+    assert FimArguments(infill_cases=7).infill_cases == 7
 
 
 def run_recipe(args: list[str], launcher: list[str]) -> subprocess.CompletedProcess:
