@@ -1,6 +1,8 @@
 """Pre-train, then fine-tune: f = g(h(x)), a classification head g on a pre-trained encoder h.
 
-Takes an encoder pre-trained by the mlm recipe, adds a sequence-classification head
+Takes an encoder pre-trained by the mlm recipe (a BERT / RoBERTa from ``mlm/bert_tiny.yaml``, or the ELECTRA
+discriminator that ``mlm/electra_tiny.yaml`` saves: a stock ``ElectraForPreTraining`` folder, whose
+``generator/`` subfolder is ignored), adds a sequence-classification head
 (``AutoModelForSequenceClassification`` from that checkpoint, optionally with a LoRA adapter) and
 fine-tunes it on a small labelled set built locally from standard-library functions: whether some
 of a function's tokens were replaced at random (``--task replaced_tokens``, the default, where even
@@ -16,6 +18,8 @@ DeepSpeed, chosen by the accelerate config alone.
         --config recipes/configs/mlm/finetune_classifier.yaml --model_name_or_path out/mlm-bert-tiny
     python recipes/finetune_classifier.py --config recipes/configs/mlm/finetune_classifier.yaml \\
         --model_name_or_path out/mlm-bert-tiny --use_lora true --max_steps 3 --output_dir out/cls-quick
+    accelerate launch recipes/finetune_classifier.py --config recipes/configs/mlm/finetune_classifier.yaml \\
+        --model_name_or_path out/mlm-electra-tiny     # the ELECTRA discriminator
 
 Any ``TrainingArguments`` field and every field of ``ModelArguments`` / ``ClassifierArguments`` can be
 set in the YAML file or overridden on the command line. The run writes the fine-tuned classifier

@@ -215,3 +215,38 @@ def test_classifier_recipe_beats_the_same_model_trained_from_scratch(encoder_dir
     assert metrics["eval_accuracy"] > metrics["chance_accuracy"] + 0.15, metrics
     assert (out / "model.safetensors").exists() and (out / "loss_curve.png").exists()
     _card_matches_metrics(out)
+
+
+# ------------------------------------------------------------------------------------------ ELECTRA discriminator
+@pytest.mark.slow
+def test_classifier_recipe_takes_the_electra_discriminator_the_pretrain_recipe_saved(tmp_path):
+    """The electra recipe's output folder (a stock ElectraForPreTraining, generator/ beside it) as the encoder."""
+    from transformers import AutoModelForSequenceClassification, ElectraForPreTraining, ElectraForSequenceClassification
+
+    electra = tmp_path / "electra"
+    _recipe("pretrain").main([
+        "--config", str(RECIPES / "configs/mlm/electra_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
+        "--max_length", "64", "--hidden_size", "32", "--num_hidden_layers", "1", "--num_attention_heads", "2",
+        "--max_steps", "2", "--per_device_train_batch_size", "4", "--eval_strategy", "no", "--max_eval_rows", "8",
+        "--output_dir", str(electra), "--disable_tqdm", "true", "--report_to", "none",
+    ])  # fmt: skip
+    assert (electra / "generator").is_dir() and json.loads((electra / "config.json").read_text())["architectures"] == [
+        "ElectraForPreTraining"
+    ]
+    discriminator = ElectraForPreTraining.from_pretrained(electra)
+    out = tmp_path / "cls"
+    metrics = _recipe("finetune_classifier").main([
+        "--config", str(RECIPES / "configs/mlm/finetune_classifier.yaml"), "--model_name_or_path", str(electra),
+        "--packages", "asyncio,email", "--train_per_class", "4", "--eval_per_class", "4", "--max_steps", "2",
+        "--warmup_steps", "0", "--learning_rate", "0", "--compare_with_scratch", "false",
+        "--output_dir", str(out), "--disable_tqdm", "true",
+    ])  # fmt: skip
+    classifier = AutoModelForSequenceClassification.from_pretrained(out)
+    assert type(classifier) is ElectraForSequenceClassification
+    mine, theirs = classifier.electra.state_dict(), discriminator.electra.state_dict()
+    assert mine.keys() == theirs.keys()
+    for name, value in theirs.items():  # learning rate 0: the encoder is the discriminator, not a fresh init
+        assert torch.equal(mine[name], value), name
+    assert metrics["num_train_examples"] == 8 and 0.0 <= metrics["eval_accuracy"] <= 1.0
+    assert json.loads((out / "metrics.json").read_text())["eval_accuracy"] == metrics["eval_accuracy"]
+    _card_matches_metrics(out)
