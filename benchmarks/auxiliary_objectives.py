@@ -140,11 +140,11 @@ def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
 
 
 # ---- MTP ---------------------------------------------------------------------------------------
-def compare_mtp(splits, cache, scale: float, out: Path) -> dict:
+def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple[int, int] = (6, 3)) -> dict:
     plain = Arm("clm/demo.yaml", [], splits, cache)
     mtp = Arm("clm/mtp_demo.yaml", [], splits, cache)
     check_same_setup(plain, mtp)
-    plain_sps, mtp_sps = seconds_per_step([plain, mtp], steps=6, rounds=3)
+    plain_sps, mtp_sps = seconds_per_step([plain, mtp], *calibration)
     print(f"seconds per step: next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
     plain_steps = max(1, round(plain.train_args.max_steps * scale))
     steps = {"next-token": plain_steps, "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps)}
@@ -166,11 +166,12 @@ def compare_mtp(splits, cache, scale: float, out: Path) -> dict:
 
 
 # ---- ELECTRA -----------------------------------------------------------------------------------
-def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[str], scratch: bool, out: Path) -> dict:
+def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[str], scratch: bool, out: Path,
+                    calibration: tuple[int, int] = (6, 3)) -> dict:
     bert = Arm("mlm/bert_tiny.yaml", [], splits, cache)
     electra = Arm("mlm/electra_tiny.yaml", [], splits, cache)
     check_same_setup(bert, electra)
-    bert_sps, electra_sps = seconds_per_step([bert, electra], steps=6, rounds=3)
+    bert_sps, electra_sps = seconds_per_step([bert, electra], *calibration)
     print(f"seconds per step: BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
     bert_steps = max(1, round(bert.train_args.max_steps * scale))
     arms = {"BERT MLM": (bert, bert_steps), "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps))}
@@ -212,8 +213,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tasks", nargs="+", default=["replaced_tokens", "package"], help="Classifier tasks (ELECTRA).")
     parser.add_argument("--with_scratch", action="store_true", help="Also fine-tune from scratch per seed (ELECTRA).")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a shared machine).")
+    parser.add_argument("--calibration_steps", type=int, default=6, help="Timed steps per calibration run (after 2 warm-up steps).")
+    parser.add_argument("--calibration_rounds", type=int, default=3, help="Interleaved calibration runs per arm (median taken).")
     parser.add_argument("--output", default="out/auxiliary_objectives")
     args = parser.parse_args(argv)
+    if args.calibration_steps < 1 or args.calibration_rounds < 1:
+        raise ValueError("calibration_steps and calibration_rounds must be >= 1")
+    calibration = (args.calibration_steps, args.calibration_rounds)
     torch.set_num_threads(args.threads)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,9 +227,10 @@ def main(argv: list[str] | None = None) -> dict:
     cache: dict = {}
     results = {}
     if args.only in (None, "mtp"):
-        results["mtp"] = compare_mtp(splits, cache, args.steps_scale, out)
+        results["mtp"] = compare_mtp(splits, cache, args.steps_scale, out, calibration)
     if args.only in (None, "electra"):
-        results["electra"] = compare_electra(splits, cache, args.steps_scale, args.seeds, args.tasks, args.with_scratch, out)
+        results["electra"] = compare_electra(splits, cache, args.steps_scale, args.seeds, args.tasks, args.with_scratch, out,
+                                               calibration)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     _print_tables(results)
     return results
