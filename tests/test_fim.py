@@ -94,6 +94,33 @@ def test_character_level_cut_between_multi_byte_characters(tokenizer, ids):
     assert spm == [bos, ids.prefix, ids.suffix, ids.middle, *encode("é中x"), eos]
 
 
+@pytest.mark.parametrize(
+    "text, start, end, pieces",
+    [
+        ("é中x", 0, 0, ("", "", "é中x")),  # empty prefix and middle
+        ("é中x", 1, 1, ("é", "", "中x")),  # empty middle between two multi-byte characters
+        ("é中x", 3, 3, ("é中x", "", "")),  # empty middle and suffix
+        ("é中x", 1, 3, ("é", "中x", "")),  # empty suffix, a multi-byte character first in the middle
+        ("return self", 3, 6, ("ret", "urn", " self")),  # cuts inside tokens ('re' 'turn' 'Ġself'): re-encoded
+    ],
+)
+def test_character_level_layouts_hand_worked(tokenizer, ids, text, start, end, pieces):
+    prefix, middle, suffix = pieces
+    assert (text[:start], text[start:end], text[end:]) == pieces
+    enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    fim = FimTransform(tokenizer)
+    document = _doc(tokenizer, text)["input_ids"]
+    psm = fim.permute(document, text, FimDraw(True, False, start, end))
+    spm = fim.permute(document, text, FimDraw(True, True, start, end))
+    P, S, M = ids.prefix, ids.suffix, ids.middle  # noqa: N806
+    assert psm == [bos, P, *enc(prefix), S, *enc(suffix), M, *enc(middle), eos]
+    assert spm == [bos, P, S, *enc(suffix), M, *enc(prefix), *enc(middle), eos]
+    for out in (psm, spm):
+        assert tokenizer.decode(undo_fim(out, ids, eos), skip_special_tokens=True) == text
+        assert "\ufffd" not in tokenizer.decode(out)  # no character split between two pieces
+
+
 # ----------------------------------------------------------------------------- rates
 def test_rates_within_statistical_tolerance(tokenizer, ids):
     rng = np.random.default_rng(0)
@@ -119,6 +146,29 @@ def test_rates_within_statistical_tolerance(tokenizer, ids):
     every = FimTransform(tokenizer, fim_rate=1.0, spm_rate=1.0, fim_level="token")(docs[:50], seed=0)
     assert none == [d["input_ids"] for d in docs[:50]]
     assert all(fim_mode(o, ids) == "spm" for o in every)
+
+
+def test_character_level_rate_and_cuts_uniform_over_characters(tokenizer, ids):
+    rng = np.random.default_rng(1)
+    words = ["self", "return", "x", "é", "中文", "(", ")", " ", "\n", "value_error", "_"]
+    texts = ["".join(rng.choice(words, size=rng.integers(40, 80))) for _ in range(1500)]
+    docs = [{**_doc(tokenizer, t), "idx": i} for i, t in enumerate(texts)]
+    fim_rate, spm_rate = 0.6, 0.3
+    out = FimTransform(tokenizer, fim_rate=fim_rate, spm_rate=spm_rate)(docs, seed=0)
+    modes = [fim_mode(o, ids) for o in out]
+    n_fim = sum(m is not None for m in modes)
+    assert abs(n_fim - 1500 * fim_rate) < 4 * np.sqrt(1500 * fim_rate * (1 - fim_rate))
+    assert abs(modes.count("spm") - n_fim * spm_rate) < 4 * np.sqrt(n_fim * spm_rate * (1 - spm_rate))
+    starts, ends = [], []
+    for text, o, mode in zip(texts, out, modes):
+        if mode == "psm":  # the cuts in characters: prefix and middle decoded from their tokens
+            prefix = tokenizer.decode(o[o.index(ids.prefix) + 1 : o.index(ids.suffix)])
+            middle = tokenizer.decode(o[o.index(ids.middle) + 1 : -1])
+            assert text.startswith(prefix + middle)
+            starts.append(len(prefix) / len(text))
+            ends.append((len(prefix) + len(middle)) / len(text))
+    # two sorted uniform cuts over the characters (not the fewer tokens): means 1/3 and 2/3
+    assert abs(np.mean(starts) - 1 / 3) < 0.03 and abs(np.mean(ends) - 2 / 3) < 0.03
 
 
 # ----------------------------------------------------------------------------- reconstruction

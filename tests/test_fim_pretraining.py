@@ -120,3 +120,27 @@ def test_fim_card_section_and_its_snippet_run_against_a_saved_model(tmp_path, to
     write_model_card(plain, objective="clm", metrics=metrics, hyperparameters={**hyperparameters, "fim_rate": 0.0},
                      model_name="tiny", dataset_name="python-stdlib")  # fmt: skip
     assert "Fill-in-the-middle" not in (plain / "README.md").read_text()
+
+
+def test_report_prints_left_to_right_and_infilling_beside_the_plain_run(tmp_path, capsys):
+    from hf_lmobj.fim_pretraining import print_fim_comparison
+
+    metrics = {"validation_bits_per_byte": 2.06, "validation_infill_samples": 200,
+               "validation_infill_psm_exact_match": 0.3, "validation_infill_spm_exact_match": 0.25,
+               "validation_infill_prefix_only_exact_match": 0.05}  # fmt: skip
+    print_fim_comparison({"validation_bits_per_byte": 2.0}, None)  # a plain run without infilling: nothing
+    assert capsys.readouterr().out == ""
+    print_fim_comparison(metrics, str(tmp_path / "missing.json"))
+    out = capsys.readouterr().out
+    assert "left-to-right bits per byte 2.060" in out
+    assert "exact match (200 cases): prefix_only 0.050, psm 0.300, spm 0.250" in out
+    assert "no plain-CLM metrics at" in out and "--infill_cases 200" in out
+    plain = tmp_path / "plain.json"
+    plain.write_text('{"validation_bits_per_byte": 2.0, "validation_infill_prefix_only_exact_match": 0.1}')
+    print_fim_comparison(metrics, str(plain))
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[-2].split() == ["left-to-right", "bits", "per", "byte", "2.060", "2.000", "1.030"]
+    assert rows[-1].split()[-4:] == ["0.300", "(psm)", "0.100", "(prefix_only)"]
+    plain.write_text('{"validation_bits_per_byte": 2.0}')  # a plain run made without --infill_cases
+    print_fim_comparison(metrics, str(plain))
+    assert "that run has no infilling metrics" in capsys.readouterr().out
