@@ -13,10 +13,14 @@ Two claims, each measured against the plain objective with the same data, model 
 Equal wall time: the plain arm trains the config's ``max_steps``; each arm's seconds per step are
 measured in short interleaved calibration runs on this machine (same load for both), and the
 auxiliary arm gets ``max_steps * plain / auxiliary`` steps (its own cosine schedule ends there).
-The real training times are printed next to the results.
+The real training times (wall and this process's CPU seconds) are printed next to the results. On a machine
+other jobs share, wall seconds per step swing with their load; ``--calibration_clock process`` calibrates on
+CPU seconds instead (one torch thread), which the other jobs disturb much less.
 
-    python benchmarks/auxiliary_objectives.py                     # both comparisons (about an hour on 2 cores)
+    python benchmarks/auxiliary_objectives.py                     # both comparisons (hours on 2 busy cores)
     python benchmarks/auxiliary_objectives.py --only mtp --steps_scale 0.25   # a quicker look
+    python benchmarks/auxiliary_objectives.py --steps_scale 0.06 --calibration_steps 3 --calibration_rounds 2 \
+        --calibration_clock process                               # the reduced budget of auxiliary_objectives.md
 """
 
 from __future__ import annotations
@@ -106,15 +110,22 @@ def check_same_setup(plain: Arm, auxiliary: Arm) -> None:
         raise ValueError(f"{plain.config} and {auxiliary.config} differ in {differing}: align the configs")
 
 
-def seconds_per_step(arms: list[Arm], steps: int, rounds: int) -> list[float]:
-    """Median seconds per optimizer step of each arm, measured in interleaved short runs (after 2 warm-up steps)."""
+CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
+
+
+def seconds_per_step(arms: list[Arm], steps: int, rounds: int, clock: str = "wall") -> list[float]:
+    """Median seconds per optimizer step of each arm, measured in interleaved short runs (after 2 warm-up steps).
+
+    ``clock="process"`` counts this process's CPU seconds instead of wall seconds: on a machine other
+    jobs share, wall time per step swings with their load, CPU time (one torch thread) much less.
+    """
     times: list[list[float]] = [[] for _ in arms]
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for i, arm in enumerate(arms):
                 trainer = arm.trainer(steps + 2, tmp)
                 marks: list[float] = []
-                trainer.add_callback(_StepClock(marks))
+                trainer.add_callback(_StepClock(marks, CLOCKS[clock]))
                 trainer.train()
                 times[i].append((marks[-1] - marks[1]) / (len(marks) - 2))
     return [statistics.median(t) for t in times]
@@ -123,11 +134,11 @@ def seconds_per_step(arms: list[Arm], steps: int, rounds: int) -> list[float]:
 class _StepClock(TrainerCallback):
     """Records the wall clock at every step end."""
 
-    def __init__(self, marks: list[float]) -> None:
-        self.marks = marks
+    def __init__(self, marks: list[float], clock=time.perf_counter) -> None:
+        self.marks, self.clock = marks, clock
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.marks.append(time.perf_counter())
+        self.marks.append(self.clock())
 
 
 def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
@@ -140,26 +151,28 @@ def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
 
 
 # ---- MTP ---------------------------------------------------------------------------------------
-def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple[int, int] = (6, 3)) -> dict:
+def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple = (6, 3, "wall")) -> dict:
     plain = Arm("clm/demo.yaml", [], splits, cache)
     mtp = Arm("clm/mtp_demo.yaml", [], splits, cache)
     check_same_setup(plain, mtp)
     plain_sps, mtp_sps = seconds_per_step([plain, mtp], *calibration)
-    print(f"seconds per step: next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
+    print(f"seconds per step ({calibration[2]} clock): next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
     plain_steps = max(1, round(plain.train_args.max_steps * scale))
     steps = {"next-token": plain_steps, "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps)}
     rows = []
     texts = list(splits["validation"]["text"])
     for (name, n), arm in zip(steps.items(), (plain, mtp)):
         trainer = arm.trainer(n, str(out / name.split()[0]))
+        cpu = time.process_time()
         runtime = trainer.train().metrics["train_runtime"]
+        cpu = time.process_time() - cpu
         model = token_predictor(trainer.model).eval()
         report = plain.report_args  # both arms scored with the same windows
         window = report.eval_max_length or plain.data_args.max_length
         scores = score_texts(model, arm.tokenizer, texts, max_length=window, stride=report.eval_stride or window // 2,
                              batch_size=report.eval_batch_size, progress=False)  # fmt: skip
         bpb = bits_per_byte_from_sums([s.nll for s in scores], [s.num_bytes for s in scores])
-        rows.append({"arm": name, "steps": n, "train_seconds": runtime, "validation_bits_per_byte": bpb,
+        rows.append({"arm": name, "steps": n, "train_seconds": runtime, "train_cpu_seconds": cpu, "validation_bits_per_byte": bpb,
                      "train_loss_last": _last_loss(trainer)})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return {"seconds_per_step": {"next-token": plain_sps, "mtp": mtp_sps}, "rows": rows}
@@ -167,12 +180,12 @@ def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple[int, 
 
 # ---- ELECTRA -----------------------------------------------------------------------------------
 def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[str], scratch: bool, out: Path,
-                    calibration: tuple[int, int] = (6, 3)) -> dict:
+                    calibration: tuple = (6, 3, "wall")) -> dict:
     bert = Arm("mlm/bert_tiny.yaml", [], splits, cache)
     electra = Arm("mlm/electra_tiny.yaml", [], splits, cache)
     check_same_setup(bert, electra)
     bert_sps, electra_sps = seconds_per_step([bert, electra], *calibration)
-    print(f"seconds per step: BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
+    print(f"seconds per step ({calibration[2]} clock): BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
     bert_steps = max(1, round(bert.train_args.max_steps * scale))
     arms = {"BERT MLM": (bert, bert_steps), "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps))}
     finetune = _recipe_module("finetune_classifier")
@@ -180,7 +193,9 @@ def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[s
     for name, (arm, n) in arms.items():
         folder = out / name.split()[0].lower()
         trainer = arm.trainer(n, str(folder))
+        cpu = time.process_time()
         runtime = trainer.train().metrics["train_runtime"]
+        cpu = time.process_time() - cpu
         trainer.save_model(str(folder))
         arm.tokenizer.save_pretrained(folder)
         for task in tasks:
@@ -193,7 +208,7 @@ def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[s
                 ])  # fmt: skip
                 accuracies.append(metrics["eval_accuracy"])
                 scratch_accuracies.append(metrics.get("scratch_eval_accuracy"))
-            rows.append({"arm": name, "steps": n, "train_seconds": runtime, "task": task, "seeds": seeds,
+            rows.append({"arm": name, "steps": n, "train_seconds": runtime, "train_cpu_seconds": cpu, "task": task, "seeds": seeds,
                          "accuracy": accuracies, "scratch_accuracy": scratch_accuracies,
                          "train_loss_last": _last_loss(trainer)})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
@@ -215,11 +230,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a shared machine).")
     parser.add_argument("--calibration_steps", type=int, default=6, help="Timed steps per calibration run (after 2 warm-up steps).")
     parser.add_argument("--calibration_rounds", type=int, default=3, help="Interleaved calibration runs per arm (median taken).")
+    parser.add_argument("--calibration_clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: seconds per step on the clock; process: this process's CPU seconds (steadier on a shared machine).")
     parser.add_argument("--output", default="out/auxiliary_objectives")
     args = parser.parse_args(argv)
     if args.calibration_steps < 1 or args.calibration_rounds < 1:
         raise ValueError("calibration_steps and calibration_rounds must be >= 1")
-    calibration = (args.calibration_steps, args.calibration_rounds)
+    calibration = (args.calibration_steps, args.calibration_rounds, args.calibration_clock)
     torch.set_num_threads(args.threads)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -238,17 +255,22 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _print_tables(results: dict) -> None:
     if "mtp" in results:
-        print("\n| arm | steps | train s | next-token bits per byte (held-out stdlib) |\n| --- | --- | --- | --- |")
+        print("\n| arm | steps | train s (wall) | train CPU s | next-token bits per byte (held-out stdlib) |\n| --- | --- | --- | --- | --- |")
         for r in results["mtp"]["rows"]:
-            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {r['validation_bits_per_byte']:.4f} |")
+            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {_cpu(r)} | {r['validation_bits_per_byte']:.4f} |")
     if "electra" in results:
-        print("\n| arm | steps | train s | task | accuracy (mean ± sd over seeds) | from scratch |\n| --- | --- | --- | --- | --- | --- |")
+        print("\n| arm | steps | train s (wall) | train CPU s | task | accuracy (mean ± sd over seeds) | from scratch |\n"
+              "| --- | --- | --- | --- | --- | --- | --- |")
         for r in results["electra"]["rows"]:
             acc, scr = r["accuracy"], [x for x in r["scratch_accuracy"] if x is not None]
             sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
             scratch = f"{statistics.mean(scr):.3f}" if scr else "-"
-            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {r['task']} | "
+            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {_cpu(r)} | {r['task']} | "
                   f"{statistics.mean(acc):.3f} ± {sd:.3f} | {scratch} |")
+
+
+def _cpu(row: dict) -> str:
+    return f"{row['train_cpu_seconds']:.0f}" if row.get("train_cpu_seconds") is not None else "-"
 
 
 if __name__ == "__main__":
