@@ -40,21 +40,23 @@ class ObjectiveSpec:
     template: str
     title: str
     summary: str
-    task: str  # Hub task id, also the pipeline tag
+    task: str  # Hub task id of the model-index results
     auto_class: str  # the transformers Auto class that loads the model
+    pipeline_tag: str | None = None  # a transformers pipeline that runs the model (None: transformers has none)
 
 
 _CAUSAL = "the model reads the true prefix under a causal mask and predicts each next token"
 OBJECTIVES: dict[str, ObjectiveSpec] = {
     "clm": ObjectiveSpec("clm", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.",
-                         "text-generation", "AutoModelForCausalLM"),
+                         "text-generation", "AutoModelForCausalLM", "text-generation"),
     "prefix_lm": ObjectiveSpec("clm", "Prefix language modeling (prefix-LM)",
                                "Decoder-only; the prefix is attended bidirectionally and the model predicts "
-                               "each token of the continuation.", "text-generation", "AutoModelForCausalLM"),
+                               "each token of the continuation.", "text-generation", "AutoModelForCausalLM",
+                               "text-generation"),
     "mlm": ObjectiveSpec("mlm", "Masked language modeling (MLM, BERT)",
                          "Encoder-only; a fraction of the tokens is selected, most replaced by the mask token, "
                          "some by a random token, some kept, and the model predicts the originals.",
-                         "fill-mask", "AutoModelForMaskedLM"),
+                         "fill-mask", "AutoModelForMaskedLM", "fill-mask"),
     "span": ObjectiveSpec("span", "Span corruption (T5)",
                           "Encoder-decoder; noise spans of the input are each replaced by one sentinel and the "
                           "decoder emits every sentinel followed by the span it replaced.",
@@ -67,6 +69,10 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
                           "Encoder-decoder; the input is corrupted (text infilling with the mask token, "
                           "sentence permutation) and the decoder reconstructs the original text.",
                           "text2text-generation", "AutoModelForSeq2SeqLM"),
+    "sequence_classification": ObjectiveSpec(
+        "classifier", "Sequence classification (fine-tuned encoder)",
+        "A classification head on a pre-trained encoder, fine-tuned on labelled examples.",
+        "text-classification", "AutoModelForSequenceClassification", "text-classification"),
 }  # fmt: skip
 
 # Evaluation results that go into the model-index: base name -> (Hub metric type, display name).
@@ -213,9 +219,24 @@ def format_value(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def hub_base_model(name_or_path: str | None) -> str | None:
+    """``name_or_path`` when it names a Hub model; None for None or a local folder (not a Hub reference).
+
+    >>> hub_base_model("google-t5/t5-small"), hub_base_model("."), hub_base_model(None)
+    ('google-t5/t5-small', None, None)
+    """
+    if name_or_path is None or Path(name_or_path).exists():
+        return None
+    return str(name_or_path)
+
+
 def build_card_data(spec: ObjectiveSpec, objective: str, results: Mapping[str, tuple], *, model_name: str,
                     dataset_name: str, base_model: str | None, license: str) -> ModelCardData:  # fmt: skip
-    """The YAML metadata: library, license, datasets, tags, base model and the model-index."""
+    """The YAML metadata: library, license, datasets, tags, base model and the model-index.
+
+    ``pipeline_tag`` is set only where a transformers pipeline runs the model (transformers 5 has no
+    text2text-generation pipeline), and ``base_model`` only for a Hub id (:func:`hub_base_model`).
+    """
     eval_results = [
         EvalResult(task_type=spec.task, dataset_type=dataset_name, dataset_name=dataset_name,
                    dataset_split=split, metric_type=metric_type, metric_name=name, metric_value=value)
@@ -226,11 +247,31 @@ def build_card_data(spec: ObjectiveSpec, objective: str, results: Mapping[str, t
         license=license,
         datasets=[dataset_name],
         tags=["hf_lmobj", objective, spec.task],
-        base_model=base_model,
-        pipeline_tag=spec.task,
+        base_model=hub_base_model(base_model),
+        pipeline_tag=spec.pipeline_tag,
         model_name=model_name,
         eval_results=eval_results or None,
     )
+
+
+def merge_foreign_card_data(card_data: ModelCardData, readme: Path) -> ModelCardData:
+    """Keep what another library wrote into ``readme``'s metadata (PEFT's adapter card), beside ours.
+
+    Its ``library_name`` (``peft``) and tags stay, minus tags that name a local folder as base model;
+    its ``base_model`` is used when ours is unknown and it is a Hub id. A card written by an earlier
+    hf_lmobj run in the same folder is replaced, not merged.
+    """
+    if not readme.is_file():
+        return card_data
+    existing = ModelCard.load(readme).data
+    if "hf_lmobj" in (existing.tags or []):
+        return card_data
+    if existing.library_name:
+        card_data.library_name = existing.library_name
+    kept = [t for t in existing.tags or [] if not t.startswith("base_model:") or hub_base_model(t.split(":", 2)[-1])]
+    card_data.tags = list(dict.fromkeys([*kept, *(card_data.tags or [])]))
+    card_data.base_model = card_data.base_model or hub_base_model(existing.base_model)
+    return card_data
 
 
 def write_model_card(
@@ -257,7 +298,8 @@ def write_model_card(
             density, span length, packing efficiency, learning rate, ...).
         model_name: the model's name (card title and model-index name).
         dataset_name: the training data (a Hub id or a local name such as ``python-stdlib``).
-        base_model: the Hub id the run started from, if any.
+        base_model: the model the run started from (a Hub id, written as ``base_model``, or a local
+            folder, named in the text only), if any.
         license: an SPDX-like Hub license id.
         log_history: ``trainer.state.log_history``, for the loss curve.
         extra: more facts listed under "Additional information" (also ``extra`` in templates).
@@ -284,6 +326,7 @@ def write_model_card(
         loss_curve = plot_loss_curve(log_history, output_dir / LOSS_CURVE_NAME, title=model_name).name
     card_data = build_card_data(spec, objective, results, model_name=model_name, dataset_name=dataset_name,
                                 base_model=base_model, license=license)  # fmt: skip
+    card_data = merge_foreign_card_data(card_data, output_dir / "README.md")
     card = ModelCard.from_template(
         card_data,
         template_path=str(template),
@@ -291,6 +334,7 @@ def write_model_card(
         dataset_name=dataset_name,
         objective=objective,
         spec=spec,
+        started_from=base_model,
         results=[(name, split, format_value(value)) for _, name, split, value in results.values()],
         stats={key: format_value(value) for key, value in stats.items()},
         hyperparameters={key: format_value(value) for key, value in hyperparameters.items()},

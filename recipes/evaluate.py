@@ -115,7 +115,7 @@ def compute_metrics(rows: list[tuple[int, float, int, int]], split: str) -> dict
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    (args,) = parse_args_with_config((EvalArguments,), argv)
+    (args,) = parse_args_with_config((EvalArguments,), argv, description=__doc__)
     state = PartialState(cpu=args.use_cpu or not torch.cuda.is_available())
     texts = load_texts(args)
     rows = gather_object(score_shard(args, texts, state))  # every rank's list, concatenated
@@ -136,7 +136,7 @@ def _report(args: EvalArguments, metrics: dict[str, float], num_processes: int) 
         output, objective="clm", metrics=metrics, hyperparameters={**settings, "num_processes": num_processes},
         model_name=Path(model_path).name if os.path.isdir(model_path) else model_path,
         dataset_name=args.dataset_name or "python-stdlib",
-        base_model=None if os.path.isdir(model_path) else model_path,
+        base_model=model_path,
         extra={"evaluated model": model_path, "split": args.split},
     )
     print(json.dumps(metrics, indent=2))

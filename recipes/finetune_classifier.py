@@ -168,9 +168,9 @@ def _report(trainer, tokenizer, metrics, path: str, cls_args: ClassifierArgument
         "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
     }  # fmt: skip
     write_model_card(
-        output, objective="mlm", metrics=metrics, hyperparameters=hyperparameters,
+        output, objective="sequence_classification", metrics=metrics, hyperparameters=hyperparameters,
         model_name=f"{Path(path).name}-{cls_args.task}-classifier", dataset_name="python-stdlib-packages",
-        base_model=None if Path(path).exists() else path, log_history=trainer.state.log_history,
+        base_model=path, log_history=trainer.state.log_history,
         extra={"pre-trained encoder": path, "head": "AutoModelForSequenceClassification (fresh classification head)",
                "baseline": "the same architecture trained from scratch, same steps and data"},
     )  # fmt: skip

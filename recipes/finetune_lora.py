@@ -25,13 +25,12 @@ in the YAML file or overridden on the command line. The run writes the adapter
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments, set_seed
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.cards import write_model_card
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
@@ -40,6 +39,7 @@ from hf_lmobj.data import load_text_splits
 from hf_lmobj.finetune_data import build_instruction_dataset, tokenize_instructions
 from hf_lmobj.models import ModelArguments
 from hf_lmobj.pretraining import DataArguments, prepare_objective_data
+from hf_lmobj.trainer import ObjectiveTrainer
 
 MODES = ("instruction", "continue")
 
@@ -125,10 +125,10 @@ def build_lora_model(model_args: ModelArguments, args: LoraArguments):
     return get_peft_model(model, config)
 
 
-def finetune(argv: list[str] | None = None) -> tuple[Trainer, dict[str, float]]:
+def finetune(argv: list[str] | None = None) -> tuple[ObjectiveTrainer, dict[str, float]]:
     """Run the recipe; return the trainer (its model is the trained PeftModel) and the metrics."""
     model_args, lora_args, train_args = parse_args_with_config(
-        (ModelArguments, LoraArguments, TrainingArguments), cpu_aware_argv(argv)
+        (ModelArguments, LoraArguments, TrainingArguments), cpu_aware_argv(argv), description=__doc__
     )
     if not model_args.model_name_or_path:
         raise ValueError("model_name_or_path is required: pass --model_name_or_path <causal LM folder or Hub id>")
@@ -143,14 +143,15 @@ def finetune(argv: list[str] | None = None) -> tuple[Trainer, dict[str, float]]:
             collator = DataCollatorForCausalLM(tokenizer, max_length=lora_args.max_length)
         else:
             train, evaluation, collator = continue_data(tokenizer, lora_args, model.get_base_model())
-    trainer = Trainer(model=model, args=train_args, data_collator=collator, train_dataset=train,
-                      eval_dataset=evaluation)  # fmt: skip
+    # eval_loss / eval_perplexity over every target token of the eval set (not a mean of batch means)
+    trainer = ObjectiveTrainer(model=model, args=train_args, data_collator=collator, train_dataset=train,
+                               eval_dataset=evaluation)  # fmt: skip
     base_loss = trainer.evaluate()["eval_loss"]  # the adapter starts as the identity (B = 0)
     train_metrics = trainer.train().metrics
     final = trainer.evaluate()
     trainable, total = model.get_nb_trainable_parameters()
     metrics = {
-        "base_eval_loss": base_loss, "eval_loss": final["eval_loss"], "eval_perplexity": math.exp(final["eval_loss"]),
+        "base_eval_loss": base_loss, "eval_loss": final["eval_loss"], "eval_perplexity": final["eval_perplexity"],
         "train_loss": train_metrics["train_loss"], "num_train_examples": train.num_rows,
         "trainable_parameters": trainable, "total_parameters": total,
     }  # fmt: skip
@@ -180,7 +181,7 @@ def _report(trainer, tokenizer, metrics, model_args: ModelArguments, lora_args: 
         output, objective="clm", metrics=metrics, hyperparameters=hyperparameters,
         model_name=f"{Path(base).name}-lora-{lora_args.mode}", log_history=trainer.state.log_history,
         dataset_name=lora_args.dataset_name or "python-stdlib-functions",
-        base_model=None if Path(base).exists() else base,
+        base_model=base,
         extra={"base model": base, "adapter": "PEFT LoRA; load with PeftModel.from_pretrained(base, this folder)"},
     )
     print(json.dumps(metrics, indent=2))

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         (DataArguments, ModelArguments, AuxiliaryArguments, FimArguments, ReportArguments, RuntimeArguments,
          TrainingArguments),
         cpu_aware_argv(argv),
+        description=__doc__,
     )
     timer = PhaseTimer()
     threads = _thread_control(runtime_args)
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             if threads:
                 threads.adapt()
             predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
-            metrics.update(_score_texts(predictor, tokenizer, validation_texts, data_args, report_args))
+            progress = not train_args.disable_tqdm and trainer.is_world_process_zero()
+            metrics.update(_score_texts(predictor, tokenizer, validation_texts, data_args, report_args, progress))
         if fim_args.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
             with timer.phase("infilling"):
                 metrics.update(validation_infilling(
@@ -163,13 +165,13 @@ def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
     return stats
 
 
-def _score_texts(model, tokenizer, texts, data_args, report_args) -> dict[str, float]:
-    """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows)."""
+def _score_texts(model, tokenizer, texts, data_args, report_args, progress: bool) -> dict[str, float]:
+    """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows, a tqdm bar)."""
     window = report_args.eval_max_length or data_args.max_length
     stride = report_args.eval_stride or max(window // 2, 1)
     scores = score_texts(
         model, tokenizer, texts, max_length=window, stride=stride,
-        batch_size=report_args.eval_batch_size, progress=False,
+        batch_size=report_args.eval_batch_size, progress=progress,
     )
     nll, tokens, num_bytes = ([getattr(s, name) for s in scores] for name in ("nll", "num_tokens", "num_bytes"))
     return {

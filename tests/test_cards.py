@@ -75,7 +75,8 @@ def test_card_body_has_every_section(tmp_path, objective):
     card = _write(tmp_path, objective, _run_metrics(), log_history=LOG_HISTORY, extra={"seed": 7})
     text = (tmp_path / "README.md").read_text()
     assert text == str(card)
-    for heading in ("## Objective", "## Evaluation", "## Training curve", "## How to use", "## Framework versions"):
+    first = "## Task" if objective == "sequence_classification" else "## Objective"
+    for heading in (first, "## Evaluation", "## Training curve", "## How to use", "## Framework versions"):
         assert f"\n{heading}\n" in text
     for key in HYPERPARAMETERS:
         assert f"| `{key}` |" in text
@@ -188,6 +189,45 @@ def test_template_dir_override(tmp_path):
         _write(tmp_path / "out", "clm", {}, template_dir=templates)
 
 
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_pipeline_tag_names_a_transformers_pipeline_or_is_absent(tmp_path, objective):
+    _write(tmp_path, objective, {"eval_loss": 1.0})
+    tag = ModelCard.load(tmp_path / "README.md").data.pipeline_tag
+    if OBJECTIVES[objective].auto_class == "AutoModelForSeq2SeqLM":  # transformers 5 has no text2text pipeline
+        assert tag is None
+    else:
+        assert tag in transformers.pipelines.SUPPORTED_TASKS
+
+
+def test_a_local_starting_model_is_named_in_the_text_never_as_base_model(tmp_path):
+    local = tmp_path / "out" / "clm-demo"
+    local.mkdir(parents=True)
+    _write(tmp_path / "card", "clm", {"eval_loss": 1.0}, base_model=str(local))
+    card = ModelCard.load(tmp_path / "card" / "README.md")
+    assert card.data.base_model is None
+    assert f"starting from the local model `{local}`" in card.text and "from scratch" not in card.text
+    _write(tmp_path / "hub", "clm", {"eval_loss": 1.0}, base_model="org/base")
+    assert "[`org/base`](https://huggingface.co/org/base)" in (tmp_path / "hub" / "README.md").read_text()
+
+
+PEFT_CARD = "---\nbase_model: {base}\nlibrary_name: peft\npipeline_tag: text-generation\ntags:\n- base_model:adapter:{base}\n- lora\n- transformers\n---\n\n# Model Card for Model ID\n"
+
+
+@pytest.mark.parametrize("base", ["org/base", "LOCAL"])
+def test_an_adapter_card_keeps_what_peft_wrote(tmp_path, base):
+    base = str(tmp_path) if base == "LOCAL" else base
+    (tmp_path / "README.md").write_text(PEFT_CARD.format(base=base))
+    _write(tmp_path, "clm", {"eval_loss": 1.0}, base_model=base)
+    data = ModelCard.load(tmp_path / "README.md").data
+    assert data.library_name == "peft"
+    assert {"lora", "transformers", "hf_lmobj", "clm"} <= set(data.tags)
+    hub = base == "org/base"
+    assert data.base_model == ("org/base" if hub else None)
+    assert (f"base_model:adapter:{base}" in data.tags) is hub  # a local folder is no Hub reference
+    _write(tmp_path, "mlm", {"eval_loss": 1.0})  # a rerun replaces our own card instead of merging it
+    assert "clm" not in ModelCard.load(tmp_path / "README.md").data.tags
+
+
 def _tiny_model(objective, tokenizer):
     """A stock architecture at hidden size 32, 2 layers, sized to the local tokenizer."""
     ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
@@ -195,10 +235,12 @@ def _tiny_model(objective, tokenizer):
     if objective == "clm":
         config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, **ids)
         return transformers.GPT2LMHeadModel(config)
-    if objective == "mlm":
+    if objective in ("mlm", "sequence_classification"):
         config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                          intermediate_size=64, max_position_embeddings=128, **ids)  # fmt: skip
-        return transformers.BertForMaskedLM(config)
+        if objective == "mlm":
+            return transformers.BertForMaskedLM(config)
+        return transformers.BertForSequenceClassification(config)
     if objective == "span":
         config = transformers.T5Config(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
                                        decoder_start_token_id=tokenizer.pad_token_id, **ids)  # fmt: skip
@@ -210,7 +252,7 @@ def _tiny_model(objective, tokenizer):
     return transformers.BartForConditionalGeneration(config)
 
 
-@pytest.mark.parametrize("objective", ["clm", "mlm", "span", "bart"])
+@pytest.mark.parametrize("objective", ["clm", "mlm", "span", "bart", "sequence_classification"])
 def test_how_to_use_snippet_runs_on_a_saved_model(tmp_path, tokenizer, objective):
     model = _tiny_model(objective, tokenizer)
     model.save_pretrained(tmp_path)

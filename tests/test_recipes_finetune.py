@@ -176,6 +176,23 @@ def test_lora_recipe_saves_only_an_adapter_that_peft_reloads_exactly(causal_dir,
         torch.testing.assert_close(reloaded(input_ids=ids).logits, trained(input_ids=ids).logits)
         assert not torch.allclose(reloaded(input_ids=ids).logits, base_logits)
     _card_matches_metrics(out)
+    card = ModelCard.load(out / "README.md").data
+    assert card.library_name == "peft" and {"lora", "hf_lmobj", "clm"} <= set(card.tags)  # PEFT's metadata kept
+    assert card.base_model is None  # a local folder: named in the text, not as a Hub base_model
+    assert metrics["eval_perplexity"] == pytest.approx(math.exp(_token_mean_nll(trainer)), rel=1e-5)
+
+
+def _token_mean_nll(trainer) -> float:
+    """Summed NLL over every target token of the eval set / their number, one example at a time."""
+    model, nll, count = trainer.model.eval(), 0.0, 0
+    for example in trainer.eval_dataset:
+        batch = trainer.data_collator([example])
+        targets = batch["shift_labels"]  # (1, T)
+        with torch.no_grad():
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits  # (1, T, V)
+        nll += torch.nn.functional.cross_entropy(logits[0].float(), targets[0], reduction="sum").item()
+        count += int((targets != -100).sum())
+    return nll / count
 
 
 def test_lora_arguments_are_validated():
@@ -199,6 +216,7 @@ def encoder_dir(tmp_path_factory) -> Path:
         "--max_length", "64",
         "--hidden_size", "64", "--num_hidden_layers", "2", "--max_position_embeddings", "512",
         "--max_steps", "600", "--learning_rate", "3e-3", "--warmup_steps", "20",  # pinned: the test owns its encoder
+        "--torch_threads", "1",  # not load-adaptive: the same encoder whatever else runs on the machine
         "--eval_strategy", "no", "--output_dir", str(out), "--disable_tqdm", "true",
     ])  # fmt: skip
     return out
@@ -214,6 +232,7 @@ def test_classifier_recipe_beats_the_same_model_trained_from_scratch(encoder_dir
     assert metrics["eval_accuracy"] > metrics["scratch_eval_accuracy"] + 0.05, metrics
     assert metrics["eval_accuracy"] > metrics["chance_accuracy"] + 0.15, metrics
     assert (out / "model.safetensors").exists() and (out / "loss_curve.png").exists()
+    assert ModelCard.load(out / "README.md").data.pipeline_tag == "text-classification"  # its own card, not fill-mask
     _card_matches_metrics(out)
 
 
