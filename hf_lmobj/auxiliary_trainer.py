@@ -54,11 +54,12 @@ from torch import nn
 from transformers import Trainer
 from transformers.trainer import TRAINING_ARGS_NAME
 
+from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.auxiliary_model import AuxiliaryModel
 from hf_lmobj.electra import ElectraPretrainingModel, electra_loss
 from hf_lmobj.mtp import MultiTokenPredictionModel, document_ids, multi_token_targets
 from hf_lmobj.objective_heads import base_model_of, capture_head, linear_head, model_inputs
-from hf_lmobj.trainer import IGNORE_INDEX, ObjectiveTrainer
+from hf_lmobj.trainer import ObjectiveTrainer
 
 Auxiliary = Literal["mtp", "electra"]
 AUXILIARY_OBJECTIVES: dict[type, tuple[str, str]] = {  # model class -> (auxiliary name, objective)

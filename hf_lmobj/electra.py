@@ -62,12 +62,12 @@ from transformers import (
 )
 from transformers.utils import ModelOutput
 
+from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.collators.seeding import example_generator, example_key
 from hf_lmobj.linear_cross_entropy import HeadLossOptions
 from hf_lmobj.losses import token_losses
 from hf_lmobj.objective_heads import capture_head
-from hf_lmobj.trainer import IGNORE_INDEX
 
 GENERATOR_FOLDER = "generator"  # beside the discriminator's files
 ELECTRA_CONFIG_NAME = "electra_pretraining.json"  # in the generator folder

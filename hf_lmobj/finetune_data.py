@@ -30,8 +30,8 @@ import datasets
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.data import is_validation_path, iter_stdlib_sources, require_columns
+from hf_lmobj.constants import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 DEFAULT_PACKAGES = ("asyncio", "email", "logging", "unittest")
 
 

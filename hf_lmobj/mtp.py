@@ -50,10 +50,10 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.collators.packing import block_attention_mask, document_ids_from_position_ids
 from hf_lmobj.objective_heads import objective_targets
-from hf_lmobj.trainer import IGNORE_INDEX
 
 MTPArchitecture = Literal["sequential", "parallel"]
 MTP_ARCHITECTURES: tuple[str, ...] = ("sequential", "parallel")

@@ -58,8 +58,8 @@ from hf_lmobj.objective_heads import (
 )
 from hf_lmobj.sharding import full_state_dict, has_dtensor_parameters
 from hf_lmobj.validation import check_flag, check_length
+from hf_lmobj.constants import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 
 
 def make_compute_loss_func(

@@ -45,8 +45,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from hf_lmobj.constants import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 _BOOLS = (bool, np.bool_)
 
 
@@ -508,3 +508,14 @@ def check_has_targets(num_targets: int, what: str, fix: str) -> None:
     """
     if num_targets == 0:
         raise ValueError(f"{what} has no target (every label is -100), so nothing would be trained or scored; {fix}")
+
+
+def check_return_tensors(value: Any) -> str:
+    """Every collator returns torch tensors: ``return_tensors`` must be ``"pt"``.
+
+    >>> check_return_tensors("pt")
+    'pt'
+    """
+    if value != "pt":
+        raise ValueError(f"return_tensors must be 'pt' (the collators build torch tensors), got {value!r}")
+    return value

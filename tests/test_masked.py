@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+import transformers
 from transformers import (
     BertConfig,
     BertForMaskedLM,
@@ -16,6 +17,7 @@ from transformers import (
     TrainingArguments,
 )
 
+from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
 from hf_lmobj.collators.seeding import CollatorEpochCallback
 
@@ -312,3 +314,19 @@ def test_word_ids_with_none_drive_whole_words_even_without_token_markers():
     assert all(len(set(t)) == 1 for t in thirds) and 10 < sum(t[0] for t in thirds) < 40
     with pytest.raises(ValueError, match="word_ids"):
         collator([{"input_ids": [3, 4, 5]}])
+
+
+def test_model_supplies_attention_implementation_and_mask_dtype(tokenizer):
+    """``model=`` means the same as in the causal and seq2seq collators: what the batch must match."""
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=16, attn_implementation="eager")
+    model = transformers.BertForMaskedLM(config).to(torch.bfloat16)
+    collator = DataCollatorForMaskedLM(tokenizer, model=model, max_length=32, packing=True, seed=0)
+    assert (collator.attn_implementation, collator.mask_dtype) == ("eager", torch.bfloat16)
+    ids = tokenizer("def f(x):\n    return x\n", add_special_tokens=False)["input_ids"]
+    batch = collator([{"input_ids": ids}, {"input_ids": ids[:5]}])
+    assert batch["attention_mask"].dtype == torch.bfloat16  # the packed 4D mask in the model's dtype
+    causal = DataCollatorForCausalLM(tokenizer, model=model, max_length=32)
+    assert (causal.attn_implementation, causal.mask_dtype) == ("eager", torch.bfloat16)
+    for collator_class in (DataCollatorForMaskedLM, DataCollatorForCausalLM):  # hub flash kernels, both alike
+        assert collator_class(tokenizer, attn_implementation="kernels-community/flash-attn3", max_length=32)

@@ -25,18 +25,25 @@ from typing import Any, Mapping, Sequence
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.collators.features import token_ids
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
-    IGNORE_INDEX,
     pad_rows,
     required_token_id,
     resolve_decoder_start,
-    round_up,
     shift_right,
 )
 from hf_lmobj.collators.span_noise import random_segmentation
-from hf_lmobj.validation import check_count, check_flag, check_id_range, check_length, check_number, id_sequence
+from hf_lmobj.validation import (
+    check_count,
+    check_flag,
+    check_id_range,
+    check_length,
+    check_number,
+    check_return_tensors,
+    id_sequence,
+)
 
 
 def poisson_span_lengths(budget: int, rate: float, generator: torch.Generator) -> torch.Tensor:
@@ -154,8 +161,7 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
                                          hint="the mean span length (BART: 3.0)")
         self.permute_sentences = check_flag(self.permute_sentences, "permute_sentences")
         self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
-        if self.return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        self.return_tensors = check_return_tensors(self.return_tensors)
         self.bos_token_id = required_token_id(self.tokenizer, "bos")
         self.eos_token_id = required_token_id(self.tokenizer, "eos")
         self.pad_token_id = required_token_id(self.tokenizer, "pad")

@@ -52,9 +52,9 @@ import torch
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.collators.causal_features import FlatFeatures, read_features
 from hf_lmobj.collators.causal_packing import (
-    IGNORE_INDEX,
     MIN_ROW_LENGTH,
     ROW_NEEDS,
     Layout,
@@ -62,18 +62,16 @@ from hf_lmobj.collators.causal_packing import (
     assemble_rows,
     next_fit_layout,
     pack_layout,
-    round_up,
 )
 from hf_lmobj.collators.packed_attention import (
-    FLASH_IMPLEMENTATIONS,
-    MASK_IMPLEMENTATIONS,
     PACKED_ATTENTION,
+    attention_from_model,
+    check_attn_implementation,
     choose_packed_attention,
     packed_attention_inputs,
 )
-from hf_lmobj.validation import check_flag, check_has_targets, check_length
+from hf_lmobj.validation import check_flag, check_has_targets, check_length, check_return_tensors
 
-ATTN_IMPLEMENTATIONS = MASK_IMPLEMENTATIONS + FLASH_IMPLEMENTATIONS
 NO_TARGET_FIX = (
     "every document is a single token or every label is -100; drop features without a trained token "
     "(e.g. a prompt whose completion was cut off)"
@@ -147,19 +145,9 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             setattr(self, name, check_flag(getattr(self, name), name, optional=True))
         for name in ("return_shift_labels", "return_use_cache"):
             setattr(self, name, check_flag(getattr(self, name), name))
-        if model is not None:
-            config = getattr(model, "config", None)
-            self.attn_implementation = getattr(config, "_attn_implementation", None) or self.attn_implementation
-            dtype = getattr(model, "dtype", None)
-            if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
-                self.mask_dtype = dtype
-        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
-            raise ValueError(
-                f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got "
-                f"{self.attn_implementation!r}; or pass model= to read it from the model"
-            )
-        if self.return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        self.attn_implementation, self.mask_dtype = attention_from_model(model, self.attn_implementation, self.mask_dtype)
+        self.attn_implementation = check_attn_implementation(self.attn_implementation)
+        self.return_tensors = check_return_tensors(self.return_tensors)
         if not self.mask_dtype.is_floating_point:
             raise ValueError(f"mask_dtype must be a floating dtype (additive mask), got {self.mask_dtype}")
         if self.packed_attention not in PACKED_ATTENTION:

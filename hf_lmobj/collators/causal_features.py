@@ -27,8 +27,8 @@ import numpy as np
 
 from hf_lmobj.collators.features import check_feature_mapping
 from hf_lmobj.validation import check_column_range, id_column, id_sequence
+from hf_lmobj.constants import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 BOUNDARY_KEYS = ("position_ids", "seq_lengths")
 
 

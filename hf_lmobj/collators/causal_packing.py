@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from hf_lmobj.collators.packing import best_fit_placement
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 
-IGNORE_INDEX = -100
 #: Rows (``max_length``) shorter than 2 tokens have no next-token target: a chunk's first token is not trained.
 MIN_ROW_LENGTH = 2
 ROW_NEEDS = "a row needs a token and the next one to train on; shorter chunks have no target"
@@ -78,15 +78,6 @@ class PackingStats:
     def efficiency(self) -> float:
         return self.num_tokens / max(self.num_rows * self.row_length, 1)
 
-
-def round_up(value: int, multiple: int | None) -> int:
-    """``value`` rounded up to a multiple of ``multiple`` (unchanged when it is None).
-
-    Example:
-        >>> round_up(5, 8), round_up(16, 8), round_up(5, None)
-        (8, 16, 5)
-    """
-    return value if not multiple else -(-value // multiple) * multiple
 
 
 def chunk_documents(

@@ -45,7 +45,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hf_lmobj.collators.causal_packing import IGNORE_INDEX, MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
+from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.collators.causal_packing import MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
 from hf_lmobj.validation import check_length, id_column
 
 STRATEGIES = ("best_fit", "fixed")

@@ -44,6 +44,7 @@ from hf_lmobj.collators.features import check_feature_mapping
 from hf_lmobj.collators.fim_format import FimTokens
 from hf_lmobj.collators.fim_transform import FimTransform
 from hf_lmobj.collators.seeding import INDEX_KEYS, resolve_seed
+from hf_lmobj.validation import check_return_tensors
 
 DatasetT = TypeVar("DatasetT", datasets.Dataset, datasets.IterableDataset)
 _SHORTCUTS = {"max_length": None, "packing": False, "pad_to_multiple_of": None}
@@ -92,8 +93,7 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
     transform: FimTransform = field(init=False, repr=False)
 
     def __post_init__(self, model: Any) -> None:
-        if self.return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        self.return_tensors = check_return_tensors(self.return_tensors)
         if self.seed is not None:
             resolve_seed(self.seed)  # raises ValueError naming `seed` when it is not an int >= 0
         self.set_epoch(self.epoch)

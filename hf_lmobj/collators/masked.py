@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,12 @@ from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators import masking
-from hf_lmobj.collators.packed_attention import check_dense_mask
+from hf_lmobj.collators.packed_attention import (
+    attention_from_model,
+    check_attn_implementation,
+    check_dense_mask,
+    is_flash_attention,
+)
 from hf_lmobj.collators.packing import (
     best_fit_decreasing,
     block_attention_mask,
@@ -61,7 +66,15 @@ from hf_lmobj.collators.packing import (
     flash_attention_kwargs,
 )
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.validation import check_column_range, check_count, check_flag, check_length, check_number, id_column
+from hf_lmobj.validation import (
+    check_column_range,
+    check_count,
+    check_flag,
+    check_length,
+    check_number,
+    check_return_tensors,
+    id_column,
+)
 
 MASK_ATTENTION = ("eager", "sdpa")
 ENCODER_PACKED_ATTENTION = ("auto", "4d_mask", "cu_seq_lens")
@@ -95,6 +108,8 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
             ``config.sliding_window``) to emit the per-layer-type mask dict it needs.
         position_ids_start: packing only; first position id (RoBERTa: ``config.pad_token_id + 1``).
         mask_dtype: dtype of the 4D additive mask (match the model's, e.g. torch.bfloat16).
+        model: optional, read once and not kept: its attention implementation and (floating) dtype
+            set ``attn_implementation`` and ``mask_dtype``, as in :class:`DataCollatorForCausalLM`.
         epoch: mixed into seeded masks; advance with :meth:`set_epoch`.
 
     With a stock Trainer, ``remove_unused_columns=True`` (its default) drops ``word_ids``,
@@ -120,8 +135,10 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     mask_dtype: torch.dtype | str = torch.float32
     epoch: int = 0
     return_tensors: str = "pt"
+    model: InitVar[Any] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, model: Any) -> None:
+        self.attn_implementation, self.mask_dtype = attention_from_model(model, self.attn_implementation, self.mask_dtype)
         self.mlm_probability = check_number(  # 0 would select nothing: no target, nothing trained
             self.mlm_probability, "mlm_probability", 0.0, 1.0, low_open=True,
             hint="the share of tokens selected for prediction (0 would train nothing; BERT uses 0.15)",
@@ -144,17 +161,14 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
             setattr(self, name, check_length(getattr(self, name), name, optional=True))
         if self.packing and self.max_length is None:
             raise ValueError("packing=True needs max_length (the row length to pack documents into)")
-        if self.attn_implementation not in MASK_ATTENTION and "flash" not in self.attn_implementation:
-            raise ValueError("attn_implementation must be 'eager', 'sdpa' or a flash-attention one, "
-                             f"got {self.attn_implementation!r}")
+        self.attn_implementation = check_attn_implementation(self.attn_implementation, MASK_ATTENTION)
         if self.packed_attention not in ENCODER_PACKED_ATTENTION:
             raise ValueError(
                 f"packed_attention must be one of {ENCODER_PACKED_ATTENTION}, got {self.packed_attention!r} "
                 "(encoders build their mask without position_ids: 'position_ids' alone would not isolate)"
             )
         self.position_ids_start = check_length(self.position_ids_start, "position_ids_start", minimum=0)
-        if self.return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        self.return_tensors = check_return_tensors(self.return_tensors)
         dtype = self.mask_dtype
         dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -282,7 +296,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         within = torch.arange(first.numel()) - first  # (N,) position inside its chunk
         positions = torch.where(tail >= 0, tail, place(within, 0))  # (R, width); padding: 0, 1, ...
         out: dict[str, Any] = {"position_ids": positions + self.position_ids_start}
-        flash = "flash" in self.attn_implementation and self.packed_attention == "auto"
+        flash = is_flash_attention(self.attn_implementation) and self.packed_attention == "auto"
         if flash or self.packed_attention == "cu_seq_lens":
             out.update(flash_attention_kwargs(positions))
             return out

@@ -59,6 +59,51 @@ MASK_BUILDERS = frozenset(
 )
 
 
+def is_flash_attention(attn_implementation: str) -> bool:
+    """transformers' flash-attention kernels and Hub kernels of it (``kernels-community/flash-attn3``).
+
+    >>> [is_flash_attention(name) for name in ("flash_attention_2", "kernels-community/flash-attn3", "sdpa", "flash")]
+    [True, True, False, False]
+    """
+    hub_kernel = "/" in attn_implementation and "flash" in attn_implementation.lower()  # "org/repo[:fn]"
+    return attn_implementation in FLASH_IMPLEMENTATIONS or hub_kernel
+
+
+def check_attn_implementation(value: Any, mask_implementations: tuple[str, ...] = MASK_IMPLEMENTATIONS) -> str:
+    """``value`` when it is one of ``mask_implementations`` or a flash-attention one, else a ``ValueError``.
+
+    >>> check_attn_implementation("sdpa")
+    'sdpa'
+    """
+    if not isinstance(value, str) or not (value in mask_implementations or is_flash_attention(value)):
+        raise ValueError(
+            f"attn_implementation must be one of {mask_implementations} or a flash-attention one "
+            f"{FLASH_IMPLEMENTATIONS}, got {value!r}; or pass model= to read it from the model"
+        )
+    return value
+
+
+def attention_from_model(model: Any, attn_implementation: str, mask_dtype: torch.dtype) -> tuple[str, torch.dtype]:
+    """What ``model=`` tells a collator: its attention implementation and, for a floating model, its dtype.
+
+    Falls back to the given values for what the model does not say.
+
+    >>> from transformers import GPT2Config, GPT2LMHeadModel
+    >>> model = GPT2LMHeadModel(GPT2Config(n_embd=8, n_layer=1, n_head=2, vocab_size=16)).to(torch.bfloat16)
+    >>> model.config._attn_implementation = "eager"
+    >>> attention_from_model(model, "sdpa", torch.float32)
+    ('eager', torch.bfloat16)
+    """
+    if model is None:
+        return attn_implementation, mask_dtype
+    config = getattr(model, "config", None)
+    attn_implementation = getattr(config, "_attn_implementation", None) or attn_implementation
+    dtype = getattr(model, "dtype", None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        mask_dtype = dtype
+    return attn_implementation, mask_dtype
+
+
 def choose_packed_attention(requested: str, attn_implementation: str, model: Any = None) -> str:
     """The concrete form (``"position_ids"``, ``"cu_seq_lens"`` or ``"4d_mask"``) for a batch.
 
@@ -75,7 +120,7 @@ def choose_packed_attention(requested: str, attn_implementation: str, model: Any
         require_position_ids(model)
     if requested != "auto":
         return requested
-    if attn_implementation in FLASH_IMPLEMENTATIONS:
+    if is_flash_attention(attn_implementation):
         return "cu_seq_lens"
     return "position_ids" if model is None else model_packing_support(model)
 

@@ -44,9 +44,16 @@ from hf_lmobj.collators.span_noise import (
     span_corrupt,
 )
 
-from hf_lmobj.validation import check_count, check_flag, check_has_targets, check_length, check_token_id
+from hf_lmobj.validation import (
+    check_count,
+    check_flag,
+    check_has_targets,
+    check_length,
+    check_return_tensors,
+    check_token_id,
+)
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 
-IGNORE_INDEX = -100
 #: The shortest encoder input that holds a noise span: one kept token, one sentinel, EOS.
 MIN_INPUT_LENGTH = corrupted_lengths(2, 0.5, 1.0)[0]
 INPUT_NEEDS = "one kept token, one sentinel and EOS: shorter inputs hold no noise span, so no target"
@@ -142,9 +149,6 @@ def check_enough_sentinels(
         )
 
 
-def round_up(value: int, multiple: int | None) -> int:
-    return value if not multiple else -(-value // multiple) * multiple
-
 
 @dataclass
 class DataCollatorForSpanCorruption(DataCollatorMixin):
@@ -186,8 +190,7 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         )
         self.packing = check_flag(self.packing, "packing")
         self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
-        if self.return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        self.return_tensors = check_return_tensors(self.return_tensors)
         self.eos_token_id = required_token_id(self.tokenizer, "eos")
         self.pad_token_id = required_token_id(self.tokenizer, "pad")
         self.sentinel_ids = torch.tensor(sentinel_token_ids(self.tokenizer), dtype=torch.long)

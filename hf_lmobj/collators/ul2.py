@@ -31,15 +31,14 @@ from typing import Any, Mapping, Sequence
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
-    IGNORE_INDEX,
     check_enough_sentinels,
     feature_tokens,
     pad_rows,
     required_token_id,
     resolve_decoder_start,
-    round_up,
     sentinel_token_ids,
     shift_right,
 )
@@ -49,7 +48,7 @@ from hf_lmobj.collators.span_noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
-from hf_lmobj.validation import check_count, check_flag, check_length, check_number
+from hf_lmobj.validation import check_count, check_flag, check_length, check_number, check_return_tensors
 
 
 @dataclass(frozen=True)
@@ -179,8 +178,7 @@ class DataCollatorForUL2(DataCollatorMixin):
             raise TypeError("denoisers must be a non-empty sequence of Denoiser")
         self.decoder_only = check_flag(self.decoder_only, "decoder_only")
         self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
-        if self.return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt', got {self.return_tensors!r}")
+        self.return_tensors = check_return_tensors(self.return_tensors)
         self.weights = torch.tensor([float(d.weight) for d in self.denoisers])
         if float(self.weights.sum()) <= 0:
             raise ValueError("at least one denoiser needs a positive weight")
