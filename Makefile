@@ -1,6 +1,7 @@
 # hf_lmobj: the README's commands. Each target sets up everything it needs in .venv.
 #   make demo   train a tiny causal LM on the embedded corpus and report perplexity / bits per byte
 #   make test   run the test suite (slow integration tests included)
+#   make lint   ruff check + ruff format --check (config in pyproject.toml)
 #   make bench  run every benchmark in benchmarks/ side by side with the stock libraries
 PYTHON ?= python3
 VENV   ?= .venv
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -30,6 +31,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 bench: $(STAMP)
 	set -e; for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f; done

@@ -46,7 +46,8 @@ import multiprocessing
 import resource
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import datasets
 import numpy as np
@@ -56,7 +57,7 @@ from transformers import DataCollatorForLanguageModeling, DataCollatorWithFlatte
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.dataset_packing import pack_dataset, pack_documents
-from hf_lmobj.data import build_tokenizer, load_stdlib_corpus, tokenize_corpus
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus, tokenize_corpus
 
 NUM_DOCUMENTS = 64
 MAX_LENGTH = 1024
@@ -202,7 +203,7 @@ def long_context_table(tokenizer) -> None:
                 tokenizer, max_length=width, packing=True, packed_attention="4d_mask")))
         base = None
         for name, collator in collators:
-            seconds = best_seconds(lambda: collator(features), REPEATS + 2)
+            seconds = best_seconds(lambda collator=collator, features=features: collator(features), REPEATS + 2)
             batch = collator(features)
             ids = batch["input_ids"]
             rate = tokens / seconds

@@ -5,7 +5,7 @@ rows per step, the demo's optimizer and schedule) for the same number of steps o
 training files, then reports on the held-out files:
 
 * left-to-right bits per byte (strided windows of 256 advancing by 128, as the demo's report);
-* single-line infilling exact match (200 seeded cases, :mod:`hf_lmobj.infilling_eval`): PSM and
+* single-line infilling exact match (200 seeded cases, :mod:`hf_lmobj.metrics.infilling`): PSM and
   SPM prompts for the FIM model, prefix-only (all a plain model can do) for every model.
 
 Runs: ``clm`` = the demo's own data (whole files packed by ``pack_dataset``); ``clm_pieces`` = the
@@ -29,12 +29,12 @@ from pathlib import Path
 import torch
 from transformers import TrainingArguments, set_seed
 
-from hf_lmobj.data import build_tokenizer, load_stdlib_corpus
-from hf_lmobj.fim_pretraining import FimArguments, infilling_metrics, prepare_fim_data
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, score_texts
-from hf_lmobj.models import ModelArguments, build_model
-from hf_lmobj.pretraining import DataArguments, prepare_objective_data
-from hf_lmobj.trainer import ObjectiveTrainer
+from hf_lmobj.recipes.support.fim_pretraining import FimArguments, infilling_metrics, prepare_fim_data
+from hf_lmobj.recipes.support.models import ModelArguments, build_model
+from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 RUNS = ("clm", "clm_pieces", "fim")
 MODES = ("psm", "spm", "prefix_only")

@@ -70,7 +70,7 @@ def _attention_cases(device: str) -> list[str]:
 def check_packing(device: str, quick: bool) -> list[Row]:
     """Packed-vs-alone logits of random documents for each attention implementation (bf16)."""
     from hf_lmobj import DataCollatorForCausalLM
-    from hf_lmobj.data import build_tokenizer
+    from hf_lmobj.corpus import build_tokenizer
 
     tokenizer = build_tokenizer(vocab_size=1024, max_documents=50)
     length = 512 if quick else 4096
@@ -189,7 +189,7 @@ def check_loss(device: str, quick: bool) -> list[Row]:
     targets = torch.randint(0, v, (n,), device=device)  # (N,)
     rows, reference = [], None
     for name, loss_fn in _loss_methods(hidden, weight, targets, v).items():
-        def step():
+        def step(loss_fn=loss_fn):
             hidden.grad = weight.grad = None
             with torch.autocast(device, dtype=torch.bfloat16):
                 loss = loss_fn()

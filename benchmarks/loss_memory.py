@@ -57,7 +57,7 @@ def run_one(method: str, n: int, h: int, v: int) -> dict:
         def loss_fn():
             return F.linear_cross_entropy(hidden, weight, targets, options=options)
     else:
-        from hf_lmobj.linear_cross_entropy import linear_cross_entropy
+        from hf_lmobj.losses.linear_cross_entropy import linear_cross_entropy
 
         def loss_fn():
             return linear_cross_entropy(hidden, weight, targets)

@@ -23,7 +23,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling
 
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
-from hf_lmobj.data import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

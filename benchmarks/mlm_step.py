@@ -20,7 +20,7 @@ import time
 import torch
 from transformers import BertConfig, BertForMaskedLM, TrainingArguments
 
-from hf_lmobj.trainer import ObjectiveTrainer
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
 def build(batch: int, length: int, vocab: int, seed: int = 0):

@@ -22,7 +22,7 @@ from torch.nn import CrossEntropyLoss
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging
 
-from hf_lmobj.data import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 from hf_lmobj.metrics import load
 
 

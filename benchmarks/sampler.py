@@ -18,14 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
-from hf_lmobj.sampling import SamplingLogitsProcessor
-from hf_lmobj.sampling_filters import top_p_filter_full_sort
+from hf_lmobj.generation._filters import top_p_filter_full_sort
+from hf_lmobj.generation.sampling import SamplingLogitsProcessor
 
 BATCHES = (1, 8, 64)
 VOCABS = (50257, 128256)

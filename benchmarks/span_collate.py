@@ -18,7 +18,7 @@ import torch
 from transformers import T5Config, T5ForConditionalGeneration
 
 from hf_lmobj.collators.span import DataCollatorForSpanCorruption
-from hf_lmobj.data import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 
 
 def examples(tokenizer, raw_length: int, count: int) -> list[dict[str, list[int]]]:

@@ -1,41 +1,87 @@
 """hf_lmobj: causal, masked and span-corruption objectives for the Hugging Face stack.
 
+Every user-facing name is importable from here: the collators and ``pack_dataset``, the losses,
+``ObjectiveTrainer`` and its auxiliary objectives, the sampler and the metric loader. The core needs
+only the core dependencies (torch, transformers, accelerate, datasets, evaluate); the recipes
+(``hf_lmobj.recipes``) need the ``[recipes]`` extra.
+
 Example:
     >>> import hf_lmobj
     >>> hf_lmobj.compute_input_and_target_lengths(512, 0.15, 3.0)
     (568, 114)
 """
 
-from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.fim import DataCollatorForFillInTheMiddle, fim_dataset
-from hf_lmobj.collators.fim_format import FimTokens
-from hf_lmobj.collators.masked import DataCollatorForMaskedLM
-from hf_lmobj.collators.span import DataCollatorForSpanCorruption
-from hf_lmobj.collators.span_noise import compute_input_and_target_lengths
-from hf_lmobj.generation.fim_prompting import fim_prompts, infill
-from hf_lmobj.infilling_eval import evaluate_infilling, single_line_cases
-from hf_lmobj.losses import causal_lm_loss, linear_cross_entropy, masked_lm_loss, seq2seq_lm_loss
-from hf_lmobj.sampling import SamplingLogitsProcessor
-from hf_lmobj.trainer import ObjectiveTrainer
+from hf_lmobj.collators import (
+    CollatorEpochCallback,
+    DataCollatorForCausalLM,
+    DataCollatorForFillInTheMiddle,
+    DataCollatorForMaskedLM,
+    DataCollatorForSpanCorruption,
+    DataCollatorForTextInfilling,
+    DataCollatorForUL2,
+    Denoiser,
+    FimTokens,
+    compute_input_and_target_lengths,
+    fim_dataset,
+    pack_dataset,
+)
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.generation import SamplingLogitsProcessor, fim_prompts, infill, sampling_generate_kwargs
+from hf_lmobj.losses import causal_lm_loss, linear_cross_entropy, linear_token_losses, masked_lm_loss, seq2seq_lm_loss
+from hf_lmobj.metrics import load as load_metric
+from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
+from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
+from hf_lmobj.trainer import (
+    AuxiliaryObjectiveTrainer,
+    ElectraPretrainingConfig,
+    ElectraPretrainingModel,
+    MTPConfig,
+    MultiTokenPredictionModel,
+    ObjectiveTrainer,
+    make_compute_loss_func,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # collators
     "DataCollatorForCausalLM",
     "DataCollatorForMaskedLM",
     "DataCollatorForSpanCorruption",
+    "DataCollatorForUL2",
+    "Denoiser",
+    "DataCollatorForTextInfilling",
+    "DataCollatorForFillInTheMiddle",
+    "FimTokens",
+    "fim_dataset",
+    "pack_dataset",
+    "CollatorEpochCallback",
     "compute_input_and_target_lengths",
+    # losses
     "causal_lm_loss",
     "masked_lm_loss",
     "seq2seq_lm_loss",
     "linear_cross_entropy",
+    "linear_token_losses",
+    # trainer
     "ObjectiveTrainer",
+    "make_compute_loss_func",
+    "AuxiliaryObjectiveTrainer",
+    "MTPConfig",
+    "MultiTokenPredictionModel",
+    "ElectraPretrainingConfig",
+    "ElectraPretrainingModel",
+    # generation
     "SamplingLogitsProcessor",
-    "DataCollatorForFillInTheMiddle",
-    "fim_dataset",
-    "FimTokens",
+    "sampling_generate_kwargs",
     "fim_prompts",
     "infill",
+    # metrics
+    "load_metric",
+    "LanguageModelingMetrics",
     "single_line_cases",
     "evaluate_infilling",
+    # the embedded corpus
+    "build_tokenizer",
+    "load_stdlib_corpus",
 ]

@@ -41,11 +41,32 @@ from __future__ import annotations
 import array
 import math
 import numbers
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
+
 from hf_lmobj.constants import IGNORE_INDEX
+
+__all__ = [
+    "id_sequence",
+    "id_column",
+    "check_id_range",
+    "check_column_range",
+    "check_token_id",
+    "check_labels",
+    "check_count",
+    "check_counts",
+    "check_nll_sums",
+    "check_num_items_in_batch",
+    "check_number",
+    "check_per_row",
+    "check_length",
+    "check_flag",
+    "check_has_targets",
+    "check_return_tensors",
+]
 
 _BOOLS = (bool, np.bool_)
 

@@ -3,3 +3,5 @@
 Shipped as package data of ``hf_lmobj.model_cards``; read them with
 ``importlib.resources.files("hf_lmobj.model_cards")``.
 """
+
+__all__ = []

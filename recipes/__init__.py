@@ -4,3 +4,5 @@ Each recipe is a script (``recipes/<name>.py`` in a clone) and a module of the i
 ``configs/<objective>/*.yaml`` and ``accelerate_configs/*.yaml`` ship beside them as package data.
 The recipes need the ``[recipes]`` extra (peft, pyyaml, jinja2, matplotlib).
 """
+
+__all__ = []

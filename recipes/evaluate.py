@@ -34,11 +34,13 @@ from accelerate import PartialState  # noqa: E402
 from accelerate.utils import gather_object  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from hf_lmobj.cards import write_model_card  # noqa: E402
-from hf_lmobj.config_parsing import parse_args_with_config  # noqa: E402
-from hf_lmobj.data import load_text_splits  # noqa: E402
+from hf_lmobj.corpus import load_text_splits  # noqa: E402
 from hf_lmobj.metrics import load as load_metric  # noqa: E402
 from hf_lmobj.metrics.scoring import score_texts  # noqa: E402
+from hf_lmobj.recipes.support.cards import write_model_card  # noqa: E402
+from hf_lmobj.recipes.support.config_parsing import parse_args_with_config  # noqa: E402
+
+__all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "main"]
 
 
 @dataclass

@@ -35,16 +35,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
-                          Trainer, TrainingArguments, set_seed)  # fmt: skip
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    Trainer,  # fmt: skip
+    TrainingArguments,
+    set_seed,
+)
 
-from hf_lmobj.cards import write_model_card
-from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.finetune_data import (DEFAULT_PACKAGES, build_package_classification_dataset,
-                                    build_replaced_token_dataset, tokenize_classification)  # fmt: skip
+from hf_lmobj.recipes.support.cards import write_model_card
+from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
+from hf_lmobj.recipes.support.finetune_data import (
+    DEFAULT_PACKAGES,
+    build_package_classification_dataset,
+    build_replaced_token_dataset,
+    tokenize_classification,
+)
+from hf_lmobj.recipes.support.models import ModelArguments
 
 TASKS = ("package", "replaced_tokens")
-from hf_lmobj.models import ModelArguments
+
+__all__ = [
+    "TASKS",
+    "ClassifierArguments",
+    "accuracy",
+    "build_classifier",
+    "labelled_data",
+    "train_and_evaluate",
+    "main",
+]
 
 
 @dataclass

@@ -32,14 +32,16 @@ import datasets
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
 
-from hf_lmobj.cards import write_model_card
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.data import load_text_splits
-from hf_lmobj.finetune_data import build_instruction_dataset, tokenize_instructions
-from hf_lmobj.models import ModelArguments
-from hf_lmobj.pretraining import DataArguments, prepare_objective_data
-from hf_lmobj.trainer import ObjectiveTrainer
+from hf_lmobj.corpus import load_text_splits
+from hf_lmobj.recipes.support.cards import write_model_card
+from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
+from hf_lmobj.recipes.support.finetune_data import build_instruction_dataset, tokenize_instructions
+from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+
+__all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
 
 MODES = ("instruction", "continue")
 

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
 
-from hf_lmobj.sampling import SamplingLogitsProcessor, encode_prompts
+from hf_lmobj.generation.sampling import SamplingLogitsProcessor, encode_prompts
+
+__all__ = ["GenerateArguments", "generate", "main"]
 
 
 @dataclass

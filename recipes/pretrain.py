@@ -33,27 +33,39 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, TrainingArguments, set_seed
 
-from hf_lmobj.auxiliary_pretraining import (
-    AuxiliaryArguments, auxiliary_hyperparameters, build_pretraining_model, token_predictor,
-)
-from hf_lmobj.auxiliary_trainer import AuxiliaryObjectiveTrainer
-from hf_lmobj.cards import write_model_card
-from hf_lmobj.compression import compression_bits_per_byte
-from hf_lmobj.config_parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
-from hf_lmobj.data import build_tokenizer, load_text_splits
-from hf_lmobj.fim_pretraining import (
-    FimArguments, prepare_pretraining_data, print_fim_comparison, validation_infilling,
-)
+from hf_lmobj.corpus import build_tokenizer, load_text_splits
+from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
-from hf_lmobj.models import ModelArguments
-from hf_lmobj.ngram import KneserNeyLM
-from hf_lmobj.phase_timer import PhaseTimer
-from hf_lmobj.pretraining import (
-    CAUSAL_OBJECTIVES, MASKED_OBJECTIVES, SEQ2SEQ_OBJECTIVES, DataArguments, target_token_accuracy, unigram_entropy,
+from hf_lmobj.recipes.support.auxiliary_pretraining import (
+    AuxiliaryArguments,
+    auxiliary_hyperparameters,
+    build_pretraining_model,
+    token_predictor,
 )
-from hf_lmobj.sampling import encode_prompts, sampling_generate_kwargs
-from hf_lmobj.trainer import ObjectiveTrainer
+from hf_lmobj.recipes.support.cards import write_model_card
+from hf_lmobj.recipes.support.compression import compression_bits_per_byte
+from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
+from hf_lmobj.recipes.support.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
+from hf_lmobj.recipes.support.fim_pretraining import (
+    FimArguments,
+    prepare_pretraining_data,
+    print_fim_comparison,
+    validation_infilling,
+)
+from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.ngram import KneserNeyLM
+from hf_lmobj.recipes.support.phase_timer import PhaseTimer
+from hf_lmobj.recipes.support.pretraining import (
+    CAUSAL_OBJECTIVES,
+    MASKED_OBJECTIVES,
+    DataArguments,
+    target_token_accuracy,
+    unigram_entropy,
+)
+from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+
+__all__ = ["ReportArguments", "main", "baseline_key"]
 
 
 @dataclass

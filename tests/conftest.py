@@ -15,7 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tokenizer():
     """A byte-level BPE (vocab 1024) trained on the first 300 stdlib files, cached on disk."""
-    from hf_lmobj.data import build_tokenizer
+    from hf_lmobj.corpus import build_tokenizer
 
     return build_tokenizer(vocab_size=1024, max_documents=300)
 
@@ -23,7 +23,7 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def corpus():
     """The first 300 stdlib files, split train/validation."""
-    from hf_lmobj.data import load_stdlib_corpus
+    from hf_lmobj.corpus import load_stdlib_corpus
 
     return load_stdlib_corpus(max_documents=300)
 

@@ -19,22 +19,23 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.constants import IGNORE_INDEX, round_up
-from hf_lmobj.collators.features import token_ids
-from hf_lmobj.collators.seeding import example_seeds, resolve_seed
+from hf_lmobj.collators._features import token_ids
+from hf_lmobj.collators._noise import random_segmentation
+from hf_lmobj.collators._seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     pad_rows,
     required_token_id,
     resolve_decoder_start,
     shift_right,
 )
-from hf_lmobj.collators.span_noise import random_segmentation
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import (
     check_count,
     check_flag,
@@ -44,6 +45,8 @@ from hf_lmobj.validation import (
     check_return_tensors,
     id_sequence,
 )
+
+__all__ = ["poisson_span_lengths", "text_infilling", "permute_sentences", "DataCollatorForTextInfilling"]
 
 
 def poisson_span_lengths(budget: int, rate: float, generator: torch.Generator) -> torch.Tensor:

@@ -14,7 +14,7 @@ Two modes:
   *and* eval mode: without ``use_cache=False`` the cache a stock model builds by default turns
   that detection off); flash-attention gets ``cu_seq_lens_q/k`` / ``max_length_q/k``. Models whose
   mask ignores ``position_ids`` get a 4D ``[B, 1, T, T]`` mask instead (pass ``model=`` and the
-  collator checks; see :mod:`hf_lmobj.collators.packed_attention`).
+  collator checks; see :mod:`hf_lmobj.collators._attention`).
 
 Features may be pre-packed rows (from :func:`hf_lmobj.collators.dataset_packing.pack_dataset`)
 carrying ``position_ids`` (or ``seq_lengths``); their documents stay isolated in both modes. A
@@ -27,7 +27,7 @@ padding and at every document's first token) and ``shift_labels`` (``shift_label
 labels[:, t + 1]``, -100 at the last position), which transformers' causal-LM loss uses as given.
 
 Example:
-    >>> from hf_lmobj.data import build_tokenizer
+    >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> eos = tok.eos_token_id
     >>> collator = DataCollatorForCausalLM(tok)
@@ -44,17 +44,24 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.constants import IGNORE_INDEX, round_up
-from hf_lmobj.collators.causal_features import FlatFeatures, read_features
-from hf_lmobj.collators.causal_packing import (
+from hf_lmobj.collators._attention import (
+    PACKED_ATTENTION,
+    attention_from_model,
+    check_attn_implementation,
+    choose_packed_attention,
+    packed_attention_inputs,
+)
+from hf_lmobj.collators._causal_features import FlatFeatures, read_features
+from hf_lmobj.collators._rows import (
     MIN_ROW_LENGTH,
     ROW_NEEDS,
     Layout,
@@ -63,14 +70,10 @@ from hf_lmobj.collators.causal_packing import (
     next_fit_layout,
     pack_layout,
 )
-from hf_lmobj.collators.packed_attention import (
-    PACKED_ATTENTION,
-    attention_from_model,
-    check_attn_implementation,
-    choose_packed_attention,
-    packed_attention_inputs,
-)
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import check_flag, check_has_targets, check_length, check_return_tensors
+
+__all__ = ["NO_TARGET_FIX", "DataCollatorForCausalLM"]
 
 NO_TARGET_FIX = (
     "every document is a single token or every label is -100; drop features without a trained token "
@@ -98,7 +101,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         attn_implementation: the model's attention ("eager", "sdpa", "flex_attention",
             "flash_attention_2/3"); read from ``model`` when that is given.
         packed_attention: how packed rows tell the model where documents are (see
-            :mod:`hf_lmobj.collators.packed_attention`): "auto" (default: ``position_ids`` +
+            :mod:`hf_lmobj.collators._attention`): "auto" (default: ``position_ids`` +
             ``use_cache=False``, or ``cu_seq_lens`` for flash-attention; what ``model`` needs when
             given), "position_ids", "cu_seq_lens" or "4d_mask" (a ``[B, 1, T, T]`` float mask, at any
             row length).

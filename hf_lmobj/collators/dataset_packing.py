@@ -38,16 +38,27 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hf_lmobj.collators._rows import MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
 from hf_lmobj.constants import IGNORE_INDEX
-from hf_lmobj.collators.causal_packing import MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
 from hf_lmobj.validation import check_length, id_column
+
+__all__ = [
+    "STRATEGIES",
+    "PACKED_COLUMNS",
+    "DatasetT",
+    "fixed_layout",
+    "packed_rows",
+    "pack_documents",
+    "pack_dataset",
+]
 
 STRATEGIES = ("best_fit", "fixed")
 PACKED_COLUMNS = ("input_ids", "position_ids", "attention_mask", "labels")

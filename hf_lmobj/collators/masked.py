@@ -1,13 +1,13 @@
 """``DataCollatorForMaskedLM``: BERT masking (15%, 80/10/10), whole words, reproducible, packable.
 
 Each call flattens the batch into one token stream, draws two uniforms per token, selects and
-corrupts with the pure functions of :mod:`hf_lmobj.collators.masking`, then lays the stream out
+corrupts with the pure functions of :mod:`hf_lmobj.collators._masking`, then lays the stream out
 in rows: one row per example (padding mode) or several documents per row (``packing=True``).
 
 Reproducibility: with ``seed`` set, each example gets its own seed from ``(seed, epoch,
-example)`` (:mod:`hf_lmobj.collators.seeding`: the feature's ``idx`` / ``index``, else a hash of
+example)`` (:mod:`hf_lmobj.collators._seeding`: the feature's ``idx`` / ``index``, else a hash of
 its tokens) and each token's uniforms are a counter-based function of that seed and the token's
-position (:func:`~hf_lmobj.collators.masking.counter_uniforms`), so a mask does not depend on the
+position (:func:`~hf_lmobj.collators._masking.counter_uniforms`), so a mask does not depend on the
 batch, ``num_workers``, world size or the resume point. Advance the epoch with
 ``collator.set_epoch(n)``, or each epoch with ``seeding.CollatorEpochCallback(collator)`` in a Trainer
 (keep ``persistent_workers=False``, the default, so DataLoader workers see the new epoch); without
@@ -30,7 +30,7 @@ Output keys:
       those rows only (pop it before a stock model's forward; it indexes this process's batch).
 
 Example:
-    >>> from hf_lmobj.data import build_tokenizer
+    >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> collator = DataCollatorForMaskedLM(tok, mlm_probability=1.0, seed=0)  # select all eligible
     >>> batch = collator([[300, 301, 302, 303, 304, 305], [tok.bos_token_id, 301]])
@@ -52,20 +52,20 @@ import torch
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators import masking
-from hf_lmobj.collators.packed_attention import (
+from hf_lmobj.collators import _masking as masking
+from hf_lmobj.collators._attention import (
     attention_from_model,
     check_attn_implementation,
     check_dense_mask,
     is_flash_attention,
 )
-from hf_lmobj.collators.packing import (
+from hf_lmobj.collators._layout import (
     best_fit_decreasing,
     block_attention_mask,
     chunk_lengths,
     flash_attention_kwargs,
 )
-from hf_lmobj.collators.seeding import example_seeds, resolve_seed
+from hf_lmobj.collators._seeding import example_seeds, resolve_seed
 from hf_lmobj.validation import (
     check_column_range,
     check_count,
@@ -75,6 +75,8 @@ from hf_lmobj.validation import (
     check_return_tensors,
     id_column,
 )
+
+__all__ = ["MASK_ATTENTION", "ENCODER_PACKED_ATTENTION", "PER_TOKEN_KEYS", "ACCEPTED_KEYS", "DataCollatorForMaskedLM"]
 
 MASK_ATTENTION = ("eager", "sdpa")
 ENCODER_PACKED_ATTENTION = ("auto", "4d_mask", "cu_seq_lens")
@@ -102,7 +104,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         attn_implementation: the model's, deciding the packing mask: "eager" / "sdpa" (4D float
             mask) or a flash-attention one (``cu_seq_lens``).
         packed_attention: "auto" (from ``attn_implementation``), "4d_mask" (the dense mask at any
-            row length) or "cu_seq_lens" (see :mod:`hf_lmobj.collators.packed_attention`).
+            row length) or "cu_seq_lens" (see :mod:`hf_lmobj.collators._attention`).
         return_sparse_indices: add ``masked_positions`` (flat indices of selected tokens).
         sliding_window: packing only; a model's bidirectional half-window (ModernBERT:
             ``config.sliding_window``) to emit the per-layer-type mask dict it needs.
@@ -230,7 +232,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     def _uniforms(self, features, ids, starts, lengths) -> torch.Tensor:
         """(2, N) float64: row 0 selects, row 1 picks mask / random (and which id) / keep.
 
-        One seed per example from :func:`~hf_lmobj.collators.seeding.example_seeds` (its index,
+        One seed per example from :func:`~hf_lmobj.collators._seeding.example_seeds` (its index,
         else its own tokens; a fresh base seed per call when ``seed`` is None), then counter-based
         uniforms for every token of the batch at once.
         """

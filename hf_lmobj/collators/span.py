@@ -1,6 +1,6 @@
 """T5 span corruption as a ``transformers`` data collator, with optional document-aware packing.
 
-Each example's tokens get a random-spans noise mask (:mod:`hf_lmobj.collators.span_noise`);
+Each example's tokens get a random-spans noise mask (:mod:`hf_lmobj.collators._noise`);
 each noise span becomes one sentinel in ``input_ids`` and ``labels`` hold every sentinel followed
 by its span; both end with EOS. A trailing EOS on an example is its end marker, not content: it is
 taken off before corruption and the collator puts EOS back at the end of inputs and targets.
@@ -12,7 +12,7 @@ opens the next row, so no token is dropped. :func:`iter_packed_span_corruption` 
 over a whole dataset, carrying the remainder from one row to the next.
 
 Example:
-    >>> from hf_lmobj.data import build_tokenizer
+    >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> collator = DataCollatorForSpanCorruption(tok, input_length=32, seed=0)
     >>> collator.raw_tokens_length, collator.targets_length
@@ -26,24 +26,25 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import InitVar, dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators.features import token_ids
-from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.collators.span_noise import (
+from hf_lmobj.collators._features import token_ids
+from hf_lmobj.collators._noise import (
     check_noise_args,
-    corrupted_lengths,
     collator_lengths,
+    corrupted_lengths,
     largest_fitting_length,
     noise_span_counts,
     random_spans_noise_mask,
     span_corrupt,
 )
-
+from hf_lmobj.collators._seeding import example_seeds, resolve_seed
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import (
     check_count,
     check_flag,
@@ -52,7 +53,22 @@ from hf_lmobj.validation import (
     check_return_tensors,
     check_token_id,
 )
-from hf_lmobj.constants import IGNORE_INDEX, round_up
+
+__all__ = [
+    "MIN_INPUT_LENGTH",
+    "INPUT_NEEDS",
+    "NO_TARGET_FIX",
+    "sentinel_token_ids",
+    "required_token_id",
+    "resolve_decoder_start",
+    "feature_tokens",
+    "pad_rows",
+    "shift_right",
+    "check_enough_sentinels",
+    "DataCollatorForSpanCorruption",
+    "pack_corrupted",
+    "iter_packed_span_corruption",
+]
 
 #: The shortest encoder input that holds a noise span: one kept token, one sentinel, EOS.
 MIN_INPUT_LENGTH = corrupted_lengths(2, 0.5, 1.0)[0]
@@ -66,7 +82,7 @@ def sentinel_token_ids(tokenizer: Any) -> list[int]:
     Raises ``ValueError`` when the tokenizer has none.
 
     Example:
-        >>> from hf_lmobj.data import build_tokenizer
+        >>> from hf_lmobj.corpus import build_tokenizer
         >>> ids = sentinel_token_ids(build_tokenizer(vocab_size=512, max_documents=20))
         >>> len(ids), ids[:2]
         (100, [5, 6])
@@ -79,7 +95,7 @@ def sentinel_token_ids(tokenizer: Any) -> list[int]:
         raise ValueError(
             "tokenizer has no sentinel tokens <extra_id_0>, <extra_id_1>, ...; add them with "
             "tokenizer.add_special_tokens({'additional_special_tokens': [...]}) and resize the "
-            "model's embeddings (hf_lmobj.data.build_tokenizer() has 100)"
+            "model's embeddings (hf_lmobj.corpus.build_tokenizer() has 100)"
         )
     return ids
 
@@ -147,7 +163,6 @@ def check_enough_sentinels(
             f"mean_noise_span_length={mean_noise_span_length}) but the tokenizer has {available} "
             "sentinels; use a shorter input_length or add <extra_id_N> tokens"
         )
-
 
 
 @dataclass
@@ -240,7 +255,7 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         return tokens
 
     def _generators(self, features: Sequence[Mapping[str, Any]], seed: int) -> list[torch.Generator]:
-        """One generator per feature from :func:`~hf_lmobj.collators.seeding.example_seeds`."""
+        """One generator per feature from :func:`~hf_lmobj.collators._seeding.example_seeds`."""
         return [torch.Generator().manual_seed(s) for s in example_seeds(features, seed, self.epoch)]
 
     def _corrupt_whole(
@@ -361,7 +376,7 @@ def iter_packed_span_corruption(
     the collator's seed, epoch and settings.
 
     Example:
-        >>> from hf_lmobj.data import build_tokenizer
+        >>> from hf_lmobj.corpus import build_tokenizer
         >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
         >>> collator = DataCollatorForSpanCorruption(tok, input_length=16, packing=True, seed=0)
         >>> rows = list(iter_packed_span_corruption([{"input_ids": list(range(200, 240))}], collator))

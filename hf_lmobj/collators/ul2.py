@@ -11,11 +11,11 @@ output is the same as :class:`~hf_lmobj.collators.span.DataCollatorForSpanCorrup
 With ``decoder_only=True`` input and target form one sequence ``[mode] inputs targets``; ``labels``
 are -100 on the prefix and ``attention_mask`` is a 4D additive float mask ``(B, 1, T, T)``
 (0.0 = may attend, ``finfo.min`` = blocked, the convention of
-:mod:`hf_lmobj.collators.packing`) that is causal over the target and bidirectional over the
+:mod:`hf_lmobj.collators._layout`) that is causal over the target and bidirectional over the
 prefix; pass it to a model whose attention takes a custom 4D mask (eager / sdpa).
 
 Example:
-    >>> from hf_lmobj.data import build_tokenizer
+    >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> collator = DataCollatorForUL2(tok, seed=0)
     >>> batch = collator([{"input_ids": list(range(200, 300))} for _ in range(4)])
@@ -25,14 +25,20 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.constants import IGNORE_INDEX, round_up
-from hf_lmobj.collators.seeding import example_seeds, resolve_seed
+from hf_lmobj.collators._noise import (
+    check_noise_args,
+    corrupted_lengths,
+    random_spans_noise_mask,
+    span_corrupt,
+)
+from hf_lmobj.collators._seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     check_enough_sentinels,
     feature_tokens,
@@ -42,13 +48,10 @@ from hf_lmobj.collators.span import (
     sentinel_token_ids,
     shift_right,
 )
-from hf_lmobj.collators.span_noise import (
-    check_noise_args,
-    corrupted_lengths,
-    random_spans_noise_mask,
-    span_corrupt,
-)
+from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import check_count, check_flag, check_length, check_number, check_return_tensors
+
+__all__ = ["Denoiser", "UL2_DENOISERS", "suffix_length", "ul2_lengths", "prefix_lm_mask", "DataCollatorForUL2"]
 
 
 @dataclass(frozen=True)

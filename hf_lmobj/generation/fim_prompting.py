@@ -8,7 +8,7 @@ end-of-middle token) is the ``eos_token_id`` that ``generate()`` stops at. Prefi
 encoded on their own, as the character-level transform encodes its pieces in training.
 
 Example:
-    >>> from hf_lmobj.data import build_tokenizer
+    >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> tok.decode(fim_prompt_ids(tok, "def f(x):\\n    ", "\\n    return y\\n"))
     '<s><fim_prefix>def f(x):\\n    <fim_suffix>\\n    return y\\n<fim_middle>'
@@ -20,12 +20,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from hf_lmobj.collators.fim_format import FimTokens, fim_layout, fim_token_ids
+from hf_lmobj.collators._fim_format import FimTokens, fim_layout, fim_token_ids
+
+__all__ = ["fim_prompts", "fim_prompt_ids", "left_padded", "fim_generate_kwargs", "middle_ids", "infill"]
 
 
 def _encode(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], name: str) -> list[list[int]]:

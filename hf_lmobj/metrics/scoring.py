@@ -23,13 +23,32 @@ from __future__ import annotations
 
 import math
 import os
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from hf_lmobj.validation import check_counts, check_flag, check_length, check_nll_sums
+
+__all__ = [
+    "EMPTY_ENTRY_FIX",
+    "TextScore",
+    "plan_windows",
+    "check_window_lengths",
+    "check_sums",
+    "exp_or_inf",
+    "perplexity_from_sums",
+    "bits_per_byte_from_sums",
+    "load_model_and_tokenizer",
+    "default_max_length",
+    "encode_texts",
+    "score_texts",
+    "MODEL_KWARGS",
+    "SumsMetric",
+    "sums_from_compute_args",
+]
 
 #: What to do about an entry that scored nothing (it has no perplexity).
 EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"

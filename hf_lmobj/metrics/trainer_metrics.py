@@ -3,7 +3,7 @@
 ``preprocess_logits_for_metrics`` reduces each batch's logits to one ``[nll_sum, num_tokens]`` row
 per sequence before the Trainer gathers them, so evaluation memory is O(rows), not
 O(rows x length x vocab). ``compute_metrics`` turns the rows into corpus values; bits per byte
-divides by the ``num_bytes`` column of the eval dataset (:func:`hf_lmobj.data.tokenize_corpus`
+divides by the ``num_bytes`` column of the eval dataset (:func:`hf_lmobj.corpus.tokenize_corpus`
 writes it), read here from the dataset itself: the Trainer drops that column before collation, so
 the model never sees it.
 
@@ -41,6 +41,8 @@ import torch.nn.functional as F
 
 from hf_lmobj.metrics.scoring import exp_or_inf
 from hf_lmobj.validation import check_count, check_counts, check_labels
+
+__all__ = ["mean_nll_and_perplexity", "LanguageModelingMetrics"]
 
 
 def mean_nll_and_perplexity(nll: float, num_targets: float, what: str = "the eval set") -> tuple[float, float]:
@@ -95,11 +97,11 @@ class LanguageModelingMetrics:
                     raise type(error)(f"{name} must be a positive int or None ({error})") from None
 
     @classmethod
-    def from_dataset(cls, eval_dataset, column: str = "num_bytes", **kwargs) -> "LanguageModelingMetrics":
+    def from_dataset(cls, eval_dataset, column: str = "num_bytes", **kwargs) -> LanguageModelingMetrics:
         """Metrics whose byte total is the sum of ``eval_dataset[column]`` (and ``num_rows`` its length)."""
         if column not in getattr(eval_dataset, "column_names", ()):
             raise ValueError(
-                f"eval dataset has no {column!r} column; build it with hf_lmobj.data.tokenize_corpus "
+                f"eval dataset has no {column!r} column; build it with hf_lmobj.corpus.tokenize_corpus "
                 f"or add len(text.encode('utf-8')) per row"
             )
         counts = check_counts(eval_dataset[column], f"eval dataset column {column!r}", minimum=0)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hf_lmobj import SamplingLogitsProcessor
-from hf_lmobj.sampling import sample_next_token
+from hf_lmobj.generation.sampling import sample_next_token
 
 
 def _top_p_reference(x: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -16,7 +16,7 @@ from transformers import EvalPrediction, GPT2Config, GPT2LMHeadModel, TrainingAr
 
 from hf_lmobj import ObjectiveTrainer
 from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
-from hf_lmobj.trainer import make_compute_loss_func
+from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
 
 V = 64
 

@@ -17,6 +17,8 @@ import evaluate
 # requirements.txt installs it): the same code here, in a copied folder and in the Space.
 from hf_lmobj.metrics.scoring import SumsMetric, bits_per_byte_from_sums, check_sums
 
+__all__ = ["BitsPerByte"]
+
 _CITATION = """\
 @article{gao2020pile,
   title={The {P}ile: An 800{GB} Dataset of Diverse Text for Language Modeling},

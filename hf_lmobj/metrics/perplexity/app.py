@@ -9,6 +9,8 @@ from pathlib import Path
 import evaluate
 from evaluate.utils import launch_gradio_widget
 
+__all__ = ["SCRIPT"]
+
 SCRIPT = Path(__file__).resolve().with_name("perplexity.py")
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import evaluate
 # requirements.txt installs it): the same code here, in a copied folder and in the Space.
 from hf_lmobj.metrics.scoring import SumsMetric, check_sums, exp_or_inf, perplexity_from_sums
 
+__all__ = ["Perplexity"]
+
 _CITATION = """\
 @article{jelinek1977perplexity,
   title={Perplexity -- a measure of the difficulty of speech recognition tasks},

@@ -1,0 +1,44 @@
+"""Reading one feature's token ids, checked where they enter the per-example collators.
+
+A collator gets features from users' datasets: lists or tensors, sometimes floats, sometimes ids
+of another tokenizer. :func:`token_ids` turns one feature's ``input_ids`` into a 1D int64 array
+or rejects it with an error naming the feature, the field and the fix, before anything reaches
+torch. The checks themselves are :mod:`hf_lmobj.validation`'s, shared with every entry point.
+
+Example:
+    >>> token_ids({"input_ids": [5, 6, 7]}, index=0, vocab_size=10).tolist()
+    [5, 6, 7]
+    >>> token_ids({"input_ids": [5.5]}, index=3, vocab_size=10)
+    Traceback (most recent call last):
+    ...
+    TypeError: feature 3: input_ids must be a 1D list of ints, got dtype float64
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from hf_lmobj.validation import check_id_range, id_sequence
+
+__all__ = ["check_feature_mapping", "token_ids"]
+
+
+def check_feature_mapping(feature: Any, index: int) -> Mapping[str, Any]:
+    """``feature`` itself when it is a mapping holding ``input_ids``, else a clear error."""
+    if not isinstance(feature, Mapping):
+        raise TypeError(f"feature {index} must be a dict with 'input_ids', got {type(feature).__name__}")
+    if "input_ids" not in feature:
+        raise ValueError(f"feature {index} has no 'input_ids' (keys: {sorted(feature)}); tokenize first")
+    return feature
+
+
+def token_ids(feature: Any, index: int, vocab_size: int) -> np.ndarray:
+    """``feature["input_ids"]`` checked: a mapping that has it, ints, 1D, non-empty, in range."""
+    ids = id_sequence(check_feature_mapping(feature, index)["input_ids"], "input_ids", f"feature {index}")  # (L,)
+    if ids.size == 0:
+        raise ValueError(f"feature {index}: input_ids is empty; filter out empty documents first")
+    check_id_range(ids, vocab_size, "input_ids", f"feature {index}")
+    return ids

@@ -1,0 +1,229 @@
+"""The per-document fill-in-the-middle transform: seeded cuts, PSM or SPM, nothing truncated.
+
+With probability ``fim_rate`` a document is cut at two points drawn uniformly (sorted, so the
+middle may be empty, and so may the prefix or the suffix) into ``prefix``, ``middle`` and
+``suffix``, then laid out PSM or (with probability ``spm_rate``) SPM around the sentinels (see
+:mod:`hf_lmobj.collators._fim_format`), followed by EOS: the end-of-middle token that tells
+``generate()`` to stop. Other documents pass through unchanged.
+
+Where the cuts fall (``fim_level``):
+
+* ``"char"`` (default): uniformly over the document's *characters*, then each piece is encoded on
+  its own, exactly as an infilling prompt is encoded at inference (``encode(prefix)``,
+  ``encode(suffix)``). This is the default because it is what the FIM paper recommends (Bavarian
+  et al. 2022 select spans at character level so that the model learns to complete a token cut in
+  two, as an editor's cursor often does) and what bigcode (SantaCoder, StarCoder) trains with: the
+  sample is decoded, cut at characters and re-encoded (``permute_char_level``). It needs the
+  document's text (the ``text`` column, or ``text_column=``). The text is preserved exactly; the
+  tokens may differ from the document's own only where a cut splits a token or a word.
+* ``"token"``: uniformly over the document's tokens; the pieces are slices of ``input_ids``, so the
+  document's tokens are preserved exactly (apart from the sentinels and the end-of-middle EOS).
+
+Nothing is truncated: the transformed document is 4 tokens longer (3 sentinels and EOS, one less
+when it already ended with EOS), plus any re-tokenization at the character cuts; a collator that
+splits documents longer than its rows (never dropping a token) takes it from there. A leading BOS
+stays first and a trailing EOS is the end-of-middle token.
+
+Randomness is keyed by ``(seed, epoch, example)`` through :mod:`hf_lmobj.collators._seeding` (the
+feature's ``idx`` / ``index``, else its tokens): the same example gets the same cut in whatever
+batch, worker or process it lands.
+
+Example:
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> fim = FimTransform(tok, fim_rate=1.0, spm_rate=0.0)
+    >>> text = "x = 1\\n"
+    >>> ids = [tok.bos_token_id, *tok(text)["input_ids"], tok.eos_token_id]
+    >>> out = fim.permute(ids, text, FimDraw(apply=True, spm=False, start=2, end=4))  # middle "= "
+    >>> tok.decode(out)
+    '<s><fim_prefix>x <fim_suffix>1\\n<fim_middle>= </s>'
+    >>> doc, other = {"input_ids": ids, "text": text}, {"input_ids": ids[:3], "text": "x ="}
+    >>> fim([doc], seed=0) == fim([other, doc], seed=0)[1:]  # the same cut in any batch
+    True
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from hf_lmobj.collators._features import token_ids
+from hf_lmobj.collators._fim_format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
+from hf_lmobj.collators._seeding import example_seeds
+
+__all__ = ["FIM_LEVELS", "FimDraw", "draw_fim", "check_rate", "FimTransform"]
+
+FIM_LEVELS = ("char", "token")
+
+
+@dataclass(frozen=True)
+class FimDraw:
+    """One document's draw: whether it is FIM'd, in which order, and where its middle lies.
+
+    ``start`` / ``end`` bound the middle in the document's characters (``"char"``) or content
+    tokens (``"token"``): prefix ``[0, start)``, middle ``[start, end)``, suffix ``[end, length)``.
+    """
+
+    apply: bool
+    spm: bool = False
+    start: int = 0
+    end: int = 0
+
+    def __post_init__(self) -> None:
+        if self.apply and not 0 <= self.start <= self.end:
+            raise ValueError(f"FimDraw needs 0 <= start <= end, got start={self.start}, end={self.end}")
+
+
+def draw_fim(length: int, fim_rate: float, spm_rate: float, generator: torch.Generator) -> FimDraw:
+    """Draw whether to FIM a document of ``length`` units, PSM or SPM, and its two sorted cuts.
+
+    Two uniforms decide FIM (``< fim_rate``) and SPM (``< spm_rate``); only a FIM'd document then
+    draws its cuts, so raising ``fim_rate`` adds FIM'd documents without moving anyone's cut.
+
+    Example:
+        >>> draw_fim(10, 1.0, 0.0, torch.Generator().manual_seed(0))
+        FimDraw(apply=True, spm=False, start=3, end=8)
+    """
+    u = torch.rand(2, generator=generator, dtype=torch.float64)  # (2,): FIM?, SPM?
+    if not float(u[0]) < fim_rate:
+        return FimDraw(apply=False)
+    cuts = torch.randint(0, length + 1, (2,), generator=generator).sort().values  # (2,) in [0, length]
+    return FimDraw(True, float(u[1]) < spm_rate, int(cuts[0]), int(cuts[1]))
+
+
+def check_rate(name: str, value: Any) -> float:
+    """A probability in [0, 1], or a ValueError naming the field.
+
+    >>> check_rate("fim_rate", 1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: fim_rate must be a number in [0, 1] (a probability), got 1.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1] (a probability), got {value!r}")
+    return float(value)
+
+
+@dataclass
+class FimTransform:
+    """Fill-in-the-middle on a list of documents, one seeded draw per document.
+
+    Args:
+        tokenizer: must hold the FIM tokens (looked up by name) and an EOS (the end-of-middle token).
+        fim_rate: share of documents transformed (StarCoder 0.5, Code Llama 0.9).
+        spm_rate: share of the transformed documents laid out SPM rather than PSM (StarCoder 0.5).
+        fim_level: ``"char"`` (cuts between characters, needs the text) or ``"token"`` (between tokens).
+        fim_tokens: the sentinels' names (StarCoder's by default).
+        text_column: the feature key holding each document's text (``"char"`` level).
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    fim_rate: float = 0.5
+    spm_rate: float = 0.5
+    fim_level: str = "char"
+    fim_tokens: FimTokens = field(default_factory=FimTokens)
+    text_column: str = "text"
+
+    def __post_init__(self) -> None:
+        self.fim_rate = check_rate("fim_rate", self.fim_rate)
+        self.spm_rate = check_rate("spm_rate", self.spm_rate)
+        if self.fim_level not in FIM_LEVELS:
+            raise ValueError(f"fim_level must be one of {FIM_LEVELS}, got {self.fim_level!r}")
+        self.ids: FimTokenIds = fim_token_ids(self.tokenizer, self.fim_tokens)
+        if self.tokenizer.eos_token_id is None:
+            raise ValueError("FIM needs an end-of-middle token: the tokenizer has no eos_token (set one)")
+        self._sentinels = np.array(self.ids.sentinels, dtype=np.int64)
+        self._vocab_size = len(self.tokenizer)
+
+    # ----------------------------------------------------------------------------- one document
+    def permute(self, ids: Sequence[int], text: str | None, draw: FimDraw) -> list[int]:
+        """The transformed ids of one document for a given draw (``text`` is needed at char level)."""
+        array = token_ids({"input_ids": ids}, 0, self._vocab_size)
+        head, content = self._split_specials(array, 0)
+        if not draw.apply:
+            return array.tolist()
+        pieces = self._pieces(content, text, draw, 0)
+        if self.fim_level == "char":
+            pieces = self._encode(pieces)
+        return self._assemble(head, pieces, draw.spm)
+
+    # ----------------------------------------------------------------------------- a batch
+    def __call__(self, features: Sequence[Mapping[str, Any]], seed: int | None, epoch: int = 0) -> list[list[int]]:
+        """The transformed ``input_ids`` of each feature (new lists; the features are not modified).
+
+        ``seed=None`` draws a fresh seed from the OS for this call (unseeded, but not the global RNG).
+        """
+        seeds = example_seeds(features, seed, epoch)  # seed=None: one fresh seed for this call
+        plans: list[tuple[list[int], Any, bool] | list[int]] = []
+        texts: list[str] = []
+        for index, feature in enumerate(features):
+            array = token_ids(feature, index, self._vocab_size)  # (L,) checked
+            head, content = self._split_specials(array, index)
+            generator = torch.Generator().manual_seed(seeds[index])
+            length = len(self._text(feature, index)) if self.fim_level == "char" else content.size
+            draw = draw_fim(length, self.fim_rate, self.spm_rate, generator)
+            if not draw.apply:
+                plans.append(array.tolist())
+                continue
+            pieces = self._pieces(content, feature.get(self.text_column), draw, index)
+            if self.fim_level == "char":  # encoded below, all documents' pieces in one call
+                texts.extend(pieces)
+                pieces = len(texts) - 3
+            plans.append((head, pieces, draw.spm))
+        encoded = self._encode(texts) if texts else []
+        out = []
+        for plan in plans:
+            if isinstance(plan, list):
+                out.append(plan)
+                continue
+            head, pieces, spm = plan
+            if isinstance(pieces, int):
+                pieces = encoded[pieces : pieces + 3]
+            out.append(self._assemble(head, pieces, spm))
+        return out
+
+    # ----------------------------------------------------------------------------- pieces
+    def _split_specials(self, array: np.ndarray, index: int) -> tuple[list[int], np.ndarray]:
+        """(``[BOS]`` or ``[]``, the content between a leading BOS and a trailing EOS)."""
+        if np.isin(array, self._sentinels).any():
+            found = int(array[np.isin(array, self._sentinels)][0])
+            raise ValueError(
+                f"feature {index}: input_ids already contains the FIM token id {found} "
+                f"({self.tokenizer.convert_ids_to_tokens(found)!r}); FIM tokens are reserved for the transform"
+            )
+        bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
+        start = 1 if bos is not None and array[0] == bos else 0
+        stop = array.size - 1 if array.size > start and array[-1] == eos else array.size
+        return array[:start].tolist(), array[start:stop]
+
+    def _text(self, feature: Mapping[str, Any], index: int) -> str:
+        text = feature.get(self.text_column)
+        if not isinstance(text, str):
+            got = "no such key" if text is None else f"a {type(text).__name__}"
+            raise ValueError(
+                f"feature {index}: fim_level='char' cuts between characters and needs the document's "
+                f"text in feature[{self.text_column!r}] ({got}); keep the text column (a Trainer drops it "
+                "unless remove_unused_columns=False), set text_column=<key>, or use fim_level='token'"
+            )
+        return text
+
+    def _pieces(self, content: np.ndarray, text: Any, draw: FimDraw, index: int) -> list[Any]:
+        """(prefix, middle, suffix) as strings (char level) or token lists (token level)."""
+        if self.fim_level == "char":
+            text = self._text({self.text_column: text}, index)
+            return [text[: draw.start], text[draw.start : draw.end], text[draw.end :]]
+        tokens = content.tolist()
+        return [tokens[: draw.start], tokens[draw.start : draw.end], tokens[draw.end :]]
+
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+    def _assemble(self, head: list[int], pieces: Sequence[Sequence[int]], spm: bool) -> list[int]:
+        prefix, middle, suffix = pieces
+        return [*head, *fim_layout(prefix, middle, suffix, self.ids, spm), self.tokenizer.eos_token_id]

@@ -1,0 +1,257 @@
+"""Single-line infilling on held-out code: hide one line inside a function, let the model write it.
+
+In the spirit of HumanEval single-line infilling (Bavarian et al. 2022), scored by exact match
+rather than unit tests: :func:`single_line_cases` picks a fixed, seeded sample of non-blank,
+non-comment lines inside function bodies (after any docstring) of the given source files, and
+:func:`evaluate_infilling` has a causal LM fill each one in, in one of three ways:
+
+* ``"psm"`` / ``"spm"``: the FIM prompt (:mod:`hf_lmobj.generation.fim_prompting`) with the
+  prefix and suffix around the gap; the model writes the middle and ends it with EOS.
+* ``"prefix_only"``: left to right, the only way a plain causal LM can: it sees the prefix and
+  continues it. The prompt is the prefix *as the model tokenizes it in running text*: the
+  token(s) that straddle the line start (``"\\n   "`` in a byte-level BPE) are left for the model to
+  write (token healing), so a plain model is not judged on a token split it never saw.
+
+Either way the prediction is the generated text up to its first newline, and it is an exact match
+when it equals the hidden line (indentation included). The NLL of the hidden line is teacher
+forced from the same prompt and reported in bits per UTF-8 byte of the text it covers (the line,
+plus in ``"prefix_only"`` the few straddled prefix characters), so that the modes compare.
+
+Example:
+    >>> text = "def f(x):\\n    y = x + 1\\n    return y\\n"
+    >>> cases = single_line_cases([text], num_cases=5, seed=0)
+    >>> [(c.middle, c.source) for c in cases]
+    [('    y = x + 1', '0:2'), ('    return y', '0:3')]
+    >>> cases[0].prefix + cases[0].middle + cases[0].suffix == text
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedTokenizerBase
+
+from hf_lmobj.generation.fim_prompting import fim_generate_kwargs, fim_prompts, left_padded, middle_ids
+
+__all__ = [
+    "INFILLING_MODES",
+    "InfillingCase",
+    "InfillingResult",
+    "function_body_lines",
+    "single_line_cases",
+    "evaluate_infilling",
+]
+
+INFILLING_MODES = ("psm", "spm", "prefix_only")
+
+
+@dataclass(frozen=True)
+class InfillingCase:
+    """One hidden line: ``prefix + middle + suffix`` is a window of the source file."""
+
+    prefix: str  # the lines before, ending with "\n"
+    middle: str  # the hidden line, without its newline
+    suffix: str  # "\n" and the lines after
+    source: str  # "<file>:<line number>"
+
+
+@dataclass(frozen=True)
+class InfillingResult:
+    """How one model did on a list of cases in one mode."""
+
+    mode: str
+    cases: int
+    exact_match: float  # share of cases whose first generated line is the hidden line
+    middle_nll: float  # mean NLL of the hidden line per case, nats
+    middle_bits_per_byte: float  # total NLL / ln 2 / total UTF-8 bytes of the scored text
+
+
+def function_body_lines(text: str, max_line_chars: int = 100) -> list[int]:
+    """0-based numbers of the lines that can be hidden: inside a function body, after its docstring,
+    neither blank nor a comment, at most ``max_line_chars`` long. A file that does not parse has none.
+
+    >>> function_body_lines('def f():\\n    \"\"\"Doc.\"\"\"\\n\\n    # note\\n    return 1\\nx = 2\\n')
+    [4]
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    lines = text.split("\n")
+    chosen: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
+            continue
+        first = node.body[0]
+        start = first.lineno  # 1-based line of the first statement
+        docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        if docstring and isinstance(first.value.value, str):
+            start = first.end_lineno + 1  # skip the docstring
+        for number in range(start, (node.end_lineno or 0) + 1):
+            line = lines[number - 1]
+            if line.strip() and not line.strip().startswith("#") and len(line) <= max_line_chars:
+                chosen.add(number - 1)
+    return sorted(chosen)
+
+
+def single_line_cases(
+    texts: Sequence[str],
+    num_cases: int = 200,
+    seed: int = 0,
+    names: Sequence[str] | None = None,
+    prefix_lines: int = 32,
+    suffix_lines: int = 16,
+    max_line_chars: int = 100,
+) -> list[InfillingCase]:
+    """A fixed sample (``seed``) of ``num_cases`` hidden lines across ``texts``, in file and line order.
+
+    Each case keeps up to ``prefix_lines`` lines before and ``suffix_lines`` lines after the hidden
+    line (the prompt is cut to the model's context later, at token level). ``names`` label the
+    sources (default: the text's index).
+    """
+    if isinstance(num_cases, bool) or not isinstance(num_cases, int) or num_cases <= 0:
+        raise ValueError(f"num_cases must be a positive int, got {num_cases!r}")
+    if names is not None and len(names) != len(texts):
+        raise ValueError(f"names has {len(names)} entries for {len(texts)} texts; give one name per text")
+    candidates = [(t, line) for t, text in enumerate(texts) for line in function_body_lines(text, max_line_chars)]
+    if not candidates:
+        raise ValueError("no line inside a function body to hide; pass Python source files")
+    rng = np.random.default_rng(seed)
+    picked = sorted(rng.choice(len(candidates), size=min(num_cases, len(candidates)), replace=False).tolist())
+    cases = []
+    for t, line in (candidates[i] for i in picked):
+        lines = texts[t].split("\n")
+        before = lines[max(line - prefix_lines, 0) : line]
+        after = lines[line + 1 : line + 1 + suffix_lines]
+        cases.append(InfillingCase(
+            prefix="".join(f"{x}\n" for x in before), middle=lines[line], suffix="".join(f"\n{x}" for x in after),
+            source=f"{names[t] if names is not None else t}:{line + 1}",
+        ))  # fmt: skip
+    return cases
+
+
+def _prefix_only_prompt(tokenizer: PreTrainedTokenizerBase, case: InfillingCase) -> tuple[list[int], list[int], str]:
+    """(context tokens, tokens to score, straddled prefix text): running-text tokens split at the gap."""
+    joint = tokenizer(case.prefix + case.middle, add_special_tokens=False)["input_ids"]
+    alone = tokenizer(case.prefix, add_special_tokens=False)["input_ids"]
+    k = 0
+    while k < min(len(joint), len(alone)) and joint[k] == alone[k]:
+        k += 1
+    while k and not case.prefix.startswith(tokenizer.decode(joint[:k])):
+        k -= 1  # a token shared by both encodings that still reaches into the middle
+    return joint[:k], joint[k:], case.prefix[len(tokenizer.decode(joint[:k])) :]
+
+
+def _prompts(tokenizer, cases, mode: str, budget: int, add_bos: bool) -> tuple[list, list, list[str]]:
+    """Prompts, the teacher-forced targets after each, and the text each prediction must start with."""
+    bos = [tokenizer.bos_token_id] if add_bos else []
+    if mode == "prefix_only":
+        prompts, targets, leads = [], [], []
+        for case in cases:
+            context, target, lead = _prefix_only_prompt(tokenizer, case)
+            prompts.append(bos + context[max(len(context) - budget + len(bos), 0) :])
+            targets.append(target)
+            leads.append(lead)
+        return prompts, targets, leads
+    room = budget - len(bos) - 3  # the three sentinels
+    prompts = fim_prompts(
+        tokenizer, [c.prefix for c in cases], [c.suffix for c in cases], spm=mode == "spm", add_bos=add_bos,
+        max_prefix_tokens=room - room // 3, max_suffix_tokens=room // 3,
+    )
+    targets = tokenizer([c.middle for c in cases], add_special_tokens=False)["input_ids"]
+    return prompts, targets, [""] * len(cases)
+
+
+def _target_nll(model, prompts, targets, pad_id: int, batch_size: int) -> list[float]:
+    """Summed NLL (nats) of each row's target tokens given its prompt (teacher forcing, right-padded)."""
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(prompts), batch_size):
+        rows = [p + t for p, t in zip(prompts[start : start + batch_size], targets[start : start + batch_size])]
+        width = max(len(r) for r in rows)
+        inputs = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
+        mask = torch.zeros_like(inputs)  # (B, T)
+        labels = torch.full_like(inputs, -100)  # (B, T): label of position t is the token at t
+        for i, (row, prompt) in enumerate(zip(rows, prompts[start : start + batch_size])):
+            inputs[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+            labels[i, len(prompt) : len(row)] = torch.tensor(row[len(prompt) :], dtype=torch.long)
+        logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device), use_cache=False).logits
+        logits = logits[:, :-1].float()  # (B, T-1, V): position t predicts token t + 1
+        nll = F.cross_entropy(logits.transpose(1, 2), labels[:, 1:].to(device), reduction="none")  # (B, T-1)
+        out.extend(nll.sum(dim=1).double().cpu().tolist())
+    return out
+
+
+@torch.inference_mode()
+def evaluate_infilling(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    cases: Sequence[InfillingCase],
+    mode: str = "psm",
+    max_length: int | None = None,
+    max_new_tokens: int = 48,
+    batch_size: int = 16,
+    add_bos: bool | None = None,
+) -> InfillingResult:
+    """Exact match and middle NLL of ``model`` on ``cases`` (greedy decoding), in ``mode``.
+
+    Args:
+        model: a causal LM (FIM-trained for ``"psm"`` / ``"spm"``; any for ``"prefix_only"``).
+        tokenizer: its tokenizer (the FIM tokens are looked up by name in the FIM modes).
+        cases: from :func:`single_line_cases`.
+        mode: ``"psm"``, ``"spm"`` or ``"prefix_only"``.
+        max_length: the model's context; prompts are cut (prefix from the left, suffix from the
+            right) so that prompt + ``max_new_tokens`` fit. None reads ``max_position_embeddings``.
+        max_new_tokens: generation budget per case (also the longest scored line, in tokens).
+        batch_size: cases per ``generate`` / forward call.
+        add_bos: put BOS first; None = when the tokenizer has one.
+    """
+    if mode not in INFILLING_MODES:
+        raise ValueError(f"mode must be one of {INFILLING_MODES}, got {mode!r}")
+    if not cases:
+        raise ValueError("cases is empty; build them with single_line_cases()")
+    config = model.config
+    max_length = max_length or getattr(config, "max_position_embeddings", None) or config.n_positions
+    add_bos = tokenizer.bos_token_id is not None if add_bos is None else add_bos
+    budget = max_length - max_new_tokens
+    if budget < 8:
+        raise ValueError(
+            f"max_length={max_length} leaves {budget} prompt tokens after max_new_tokens={max_new_tokens}; "
+            "lower max_new_tokens"
+        )
+    prompts, targets, leads = _prompts(tokenizer, cases, mode, budget, add_bos)
+    targets = [t[:max_new_tokens] for t in targets]  # lines longer than the budget are scored on their start
+    stop = fim_generate_kwargs(tokenizer)
+    was_training = model.training
+    model.eval()
+    predictions: list[str] = []
+    try:
+        device = next(model.parameters()).device
+        for start in range(0, len(prompts), batch_size):
+            inputs = left_padded(prompts[start : start + batch_size], stop["pad_token_id"])
+            sequences = model.generate(
+                **{k: v.to(device) for k, v in inputs.items()}, max_new_tokens=max_new_tokens, do_sample=False, **stop
+            )  # (B, T + new)
+            width = inputs["input_ids"].shape[1]
+            predictions += [tokenizer.decode(ids) for ids in middle_ids(sequences.cpu(), width, stop["eos_token_id"])]
+        nll = _target_nll(model, prompts, targets, stop["pad_token_id"], batch_size)
+    finally:
+        model.train(was_training)
+    hits = [
+        p.startswith(lead) and p[len(lead) :].split("\n")[0] == case.middle
+        for p, lead, case in zip(predictions, leads, cases)
+    ]
+    scored_bytes = sum(len(tokenizer.decode(t).encode("utf-8")) for t in targets)
+    return InfillingResult(
+        mode=mode, cases=len(cases), exact_match=sum(hits) / len(cases), middle_nll=sum(nll) / len(cases),
+        middle_bits_per_byte=sum(nll) / math.log(2) / max(scored_bytes, 1),
+    )

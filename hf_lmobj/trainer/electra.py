@@ -1,0 +1,380 @@
+"""ELECTRA pre-training (Clark et al. 2020): a small masked-LM generator and a replaced-token discriminator.
+
+One step on a ``DataCollatorForMaskedLM`` batch (``input_ids`` corrupted at the selected positions,
+``labels`` = the original token there, -100 elsewhere):
+
+1. the generator (``ElectraForMaskedLM``) reads the corrupted input; its output head runs on the
+   selected positions only (``(M, V)`` logits, M = selected tokens) and gives the MLM loss;
+2. a replacement is *sampled* at each selected position from those logits (temperature
+   ``sampling_temperature``, Gumbel-max, no gradient: token ids are not differentiable, and the
+   logits are detached), from generators keyed by ``(seed, step, row)`` only, so a row gets the
+   same draws whatever batch, accumulation split or process it lands in
+   (:mod:`hf_lmobj.collators._seeding`);
+3. the discriminator (``ElectraForPreTraining``) reads the original text with those samples put in
+   and predicts, for every real token, whether it was replaced. Its label is
+   ``replaced_input != original``: a sample equal to the original token (a generator hit) counts as
+   original.
+
+Loss: ``MLM + rtd_weight * RTD`` (``rtd_weight`` 50 as in the paper), MLM a token sum over the
+selected positions and RTD a token sum of binary cross-entropies over the real tokens, each divided
+by its own global count (:func:`electra_loss`; ``AuxiliaryObjectiveTrainer`` supplies the counts
+summed over accumulation steps and processes).
+
+The generator (about 1/4 to 1/3 of the discriminator's width, same depth) shares the
+discriminator's whole embedding module (token, position and token-type embeddings and their
+LayerNorm), and its output head is tied to the shared token embedding. ``save_pretrained(dir)``
+writes the discriminator to ``dir`` as a stock ``ElectraForPreTraining`` (fine-tune it with
+``AutoModelForSequenceClassification.from_pretrained(dir)``) and the generator to ``dir/generator``.
+
+Example:
+    >>> import torch
+    >>> from transformers import ElectraConfig
+    >>> disc = ElectraConfig(vocab_size=64, embedding_size=32, hidden_size=32, num_hidden_layers=2,
+    ...                      num_attention_heads=2, intermediate_size=64)
+    >>> model = ElectraPretrainingModel.from_config(disc, generator_fraction=0.25)
+    >>> model.generator.config.hidden_size, model.shares_embeddings()
+    (8, True)
+    >>> batch = {"input_ids": torch.tensor([[5, 4, 7, 8]]), "labels": torch.tensor([[-100, 6, -100, -100]])}
+    >>> out = model(**batch, sampling_seed=0)
+    >>> tuple(out.generator_logits.shape), tuple(out.discriminator_logits.shape), out.replaced.dtype
+    ((1, 64), (1, 4), torch.bool)
+    >>> int(count_electra_targets(batch)[0]), int(count_electra_targets(batch)[1])  # MLM, RTD targets
+    (1, 4)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoModelForPreTraining,
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+)
+from transformers.utils import ModelOutput
+
+from hf_lmobj.collators._seeding import example_generator, example_key
+from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.losses.functional import token_losses
+from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions
+from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel, split_state_dict
+from hf_lmobj.trainer.objectives import capture_head
+
+__all__ = [
+    "GENERATOR_FOLDER",
+    "ELECTRA_CONFIG_NAME",
+    "ElectraPretrainingConfig",
+    "generator_config",
+    "rtd_positions",
+    "count_electra_targets",
+    "sample_replacements",
+    "ElectraPretrainingOutput",
+    "electra_loss",
+    "ElectraPretrainingModel",
+]
+
+GENERATOR_FOLDER = "generator"  # beside the discriminator's files
+ELECTRA_CONFIG_NAME = "electra_pretraining.json"  # in the generator folder
+
+
+@dataclass
+class ElectraPretrainingConfig:
+    """How the two losses combine and how replacements are drawn.
+
+    Example:
+        >>> ElectraPretrainingConfig().rtd_weight
+        50.0
+        >>> ElectraPretrainingConfig(sampling_temperature=0.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: sampling_temperature must be > 0 (1.0 samples from the generator's softmax), got 0.0
+    """
+
+    rtd_weight: float = 50.0  # lambda: loss = MLM + lambda * RTD (the paper's 50)
+    sampling_temperature: float = 1.0  # replacements ~ softmax(logits / temperature)
+
+    def __post_init__(self) -> None:
+        if not self.rtd_weight >= 0.0:
+            raise ValueError(f"rtd_weight must be >= 0 (the paper uses 50), got {self.rtd_weight}")
+        if not self.sampling_temperature > 0.0:
+            raise ValueError(
+                f"sampling_temperature must be > 0 (1.0 samples from the generator's softmax), got {self.sampling_temperature}"
+            )
+
+
+def generator_config(discriminator: ElectraConfig, fraction: float = 0.25) -> ElectraConfig:
+    """The generator's config: ``fraction`` of the discriminator's width (and heads), same depth and embeddings.
+
+    Example:
+        >>> d = ElectraConfig(hidden_size=256, num_attention_heads=4, intermediate_size=1024, embedding_size=128)
+        >>> g = generator_config(d, 0.25)
+        >>> g.hidden_size, g.num_attention_heads, g.intermediate_size, g.embedding_size
+        (64, 1, 256, 128)
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"generator_fraction must be in (0, 1] (the paper: 1/4 to 1/3), got {fraction}")
+    hidden = max(1, round(discriminator.hidden_size * fraction))
+    heads = max(1, round(discriminator.num_attention_heads * fraction))
+    while hidden % heads:
+        heads -= 1
+    return ElectraConfig(
+        **{
+            **discriminator.to_dict(),
+            "hidden_size": hidden,
+            "num_attention_heads": heads,
+            "intermediate_size": max(1, round(discriminator.intermediate_size * fraction)),
+            "architectures": ["ElectraForMaskedLM"],
+        }
+    )
+
+
+def rtd_positions(batch: Mapping[str, Any]) -> torch.Tensor:
+    """(B, T) bool: the real tokens the discriminator is trained on (``attention_mask`` != 0, else all).
+
+    Example:
+        >>> rtd_positions({"input_ids": torch.zeros(1, 3), "attention_mask": torch.tensor([[1, 1, 0]])}).tolist()
+        [[True, True, False]]
+    """
+    mask = batch.get("attention_mask")
+    if mask is None:
+        return torch.ones(batch["input_ids"].shape, dtype=torch.bool, device=batch["input_ids"].device)
+    if mask.dim() != 2:
+        raise ValueError(
+            "ELECTRA needs a 2D attention_mask (padding mode) to know the real tokens; "
+            "use DataCollatorForMaskedLM without packing"
+        )
+    return mask != 0
+
+
+def count_electra_targets(batch: Mapping[str, Any]) -> torch.Tensor:
+    """(2,) int64: MLM targets (labels != -100) and RTD targets (real tokens) of one batch."""
+    if batch.get("labels") is None:
+        raise ValueError("an ELECTRA batch needs 'labels' (from DataCollatorForMaskedLM)")
+    return torch.stack([(batch["labels"] != IGNORE_INDEX).sum(), rtd_positions(batch).sum()])
+
+
+@torch.no_grad()
+def sample_replacements(
+    logits: torch.Tensor, rows: torch.Tensor, row_keys: list[bytes], seed: int, step: int, temperature: float = 1.0
+) -> torch.Tensor:
+    """One token per row of ``logits`` (M, V) drawn from ``softmax(logits / temperature)`` (Gumbel-max).
+
+    ``rows`` (M,) says which batch row each position belongs to; row ``b`` draws from a generator
+    keyed by ``(seed, step, row_keys[b])`` only. Returns (M,) int64, never differentiable.
+
+    Example:
+        >>> z = torch.tensor([[0.0, 30.0, 0.0], [30.0, 0.0, 0.0]])
+        >>> sample_replacements(z, torch.tensor([0, 0]), [b"row"], seed=0, step=0).tolist()
+        [1, 0]
+    """
+    samples = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)  # (M,)
+    scaled = logits.detach().float() / temperature  # (M, V)
+    for row in rows.unique().tolist():
+        where = (rows == row).nonzero().squeeze(1)  # (m,)
+        generator = example_generator(seed, step, row_keys[row])
+        exponential = torch.empty((where.numel(), logits.shape[1])).exponential_(generator=generator)  # (m, V)
+        samples[where] = (scaled[where] - exponential.to(logits.device).log()).argmax(dim=-1)  # -log Exp(1) ~ Gumbel
+    return samples
+
+
+@dataclass
+class ElectraPretrainingOutput(ModelOutput):
+    """What one ELECTRA forward returns (the losses are formed by :func:`electra_loss`).
+
+    Attributes:
+        generator_logits: (M, V) generator logits at the selected positions (row-major order).
+        mlm_targets: (M,) the original tokens there.
+        replaced_input_ids: (B, T) the discriminator's input: the original text with the samples put in.
+        replaced: (B, T) bool discriminator labels, ``replaced_input_ids != original``.
+        discriminator_logits: (B, T) replaced-token logits.
+        rtd_mask: (B, T) bool, the real tokens the RTD loss covers.
+    """
+
+    generator_logits: torch.Tensor | None = None
+    mlm_targets: torch.Tensor | None = None
+    replaced_input_ids: torch.Tensor | None = None
+    replaced: torch.Tensor | None = None
+    discriminator_logits: torch.Tensor | None = None
+    rtd_mask: torch.Tensor | None = None
+
+
+def electra_loss(
+    output: ElectraPretrainingOutput,
+    mlm_denominator: int | torch.Tensor | None = None,
+    rtd_denominator: int | torch.Tensor | None = None,
+    rtd_weight: float = 50.0,
+    options: HeadLossOptions = HeadLossOptions(),
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(MLM + rtd_weight * RTD, MLM, RTD)``, each a token sum over its denominator (default: local count).
+
+    Example:
+        >>> out = ElectraPretrainingOutput(generator_logits=torch.zeros(1, 4), mlm_targets=torch.tensor([2]),
+        ...     replaced=torch.tensor([[False, True]]), discriminator_logits=torch.zeros(1, 2),
+        ...     rtd_mask=torch.tensor([[True, True]]))
+        >>> [round(x.item(), 4) for x in electra_loss(out, rtd_weight=1.0)]  # ln 4 + ln 2, ln 4, ln 2
+        [2.0794, 1.3863, 0.6931]
+    """
+    mlm_sum = token_losses(output.generator_logits, output.mlm_targets, options).sum()
+    bce = F.binary_cross_entropy_with_logits(
+        output.discriminator_logits.float(), output.replaced.float(), reduction="none"
+    )  # (B, T)
+    rtd_sum = bce.masked_fill(~output.rtd_mask, 0.0).sum()
+    mlm = mlm_sum / _count(mlm_denominator, output.mlm_targets.numel(), mlm_sum)
+    rtd = rtd_sum / _count(rtd_denominator, output.rtd_mask.sum(), rtd_sum)
+    return mlm + rtd_weight * rtd, mlm, rtd
+
+
+def _count(value: int | torch.Tensor | None, local: int | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    count = local if value is None else value
+    return torch.as_tensor(count, device=like.device).to(like.dtype).clamp_min(1.0)
+
+
+class ElectraPretrainingModel(AuxiliaryModel):
+    """A generator (``ElectraForMaskedLM``) and a discriminator (``ElectraForPreTraining``) sharing embeddings.
+
+    ``forward(input_ids, labels, attention_mask=None, token_type_ids=None, *, sampling_seed, sampling_step=0)``
+    runs both (see the module docstring) and returns an :class:`ElectraPretrainingOutput`.
+
+    Args:
+        generator, discriminator: stock models with the same vocabulary and ``embedding_size``;
+            the generator's embeddings are replaced by the discriminator's (kept in sync from here on).
+        config: loss weight and sampling temperature.
+    """
+
+    def __init__(
+        self,
+        generator: ElectraForMaskedLM,
+        discriminator: ElectraForPreTraining,
+        config: ElectraPretrainingConfig | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(generator, ElectraForMaskedLM) or not isinstance(discriminator, ElectraForPreTraining):
+            raise TypeError("generator must be an ElectraForMaskedLM and discriminator an ElectraForPreTraining")
+        for field in ("vocab_size", "embedding_size", "max_position_embeddings", "type_vocab_size"):
+            if getattr(generator.config, field) != getattr(discriminator.config, field):
+                raise ValueError(
+                    f"generator and discriminator must agree on {field} to share embeddings: "
+                    f"{getattr(generator.config, field)} != {getattr(discriminator.config, field)}"
+                )
+        self.generator = generator
+        self.discriminator = discriminator
+        self.electra_config = config or ElectraPretrainingConfig()
+        self.tie_embeddings()
+
+    @classmethod
+    def from_config(
+        cls,
+        discriminator: ElectraConfig,
+        generator_fraction: float = 0.25,
+        config: ElectraPretrainingConfig | None = None,
+        *,
+        seed: int = 0,
+        attn_implementation: str | None = None,
+    ) -> ElectraPretrainingModel:
+        """Both models built from the discriminator's config (initial weights from ``seed``; global RNG restored)."""
+        kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            disc = AutoModelForPreTraining.from_config(discriminator, **kwargs)
+            gen = AutoModelForMaskedLM.from_config(generator_config(discriminator, generator_fraction), **kwargs)
+        return cls(gen, disc, config)
+
+    def tie_embeddings(self) -> None:
+        """Point the generator's embedding module and output head at the discriminator's embeddings."""
+        shared = self.discriminator.electra.embeddings
+        self.generator.electra.embeddings = shared
+        self.generator.get_output_embeddings().weight = shared.word_embeddings.weight
+
+    def shares_embeddings(self) -> bool:
+        """Whether the generator's embeddings and output head are the discriminator's tensors."""
+        shared = self.discriminator.electra.embeddings
+        return (
+            self.generator.electra.embeddings is shared
+            and self.generator.get_output_embeddings().weight is shared.word_embeddings.weight
+        )
+
+    # ---- the stock model's face (config, device, embeddings, num_parameters: AuxiliaryModel) ----
+    @property
+    def stock_model(self) -> ElectraForPreTraining:
+        """The model saved as a stock checkpoint (the discriminator, what gets fine-tuned)."""
+        return self.discriminator
+
+    def get_output_embeddings(self) -> nn.Module:
+        """The generator's output head (the discriminator has no vocabulary head)."""
+        return self.generator.get_output_embeddings()
+
+    def count_targets(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        """(2,) MLM and RTD targets of ``batch`` (see :func:`count_electra_targets`)."""
+        return count_electra_targets(batch)
+
+    # ---- one step -----------------------------------------------------------------------------
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        *,
+        sampling_seed: int,
+        sampling_step: int = 0,
+    ) -> ElectraPretrainingOutput:
+        """Generator on ``input_ids`` (B, T), samples at ``labels != -100``, discriminator on the result."""
+        rtd_mask = rtd_positions({"input_ids": input_ids, "attention_mask": attention_mask})  # (B, T)
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        head = self.generator.get_output_embeddings()
+        with capture_head(head, lambda hidden: hidden) as got:  # the head's input, no (B, T, V) logits
+            self.generator(input_ids=input_ids, attention_mask=attention_mask, **extra)
+        hidden = got[0]  # (B, T, E)
+        selected = labels != IGNORE_INDEX  # (B, T)
+        flat = selected.reshape(-1).nonzero().squeeze(1)  # (M,)
+        generator_logits = head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat))  # (M, V)
+        mlm_targets = labels.reshape(-1).index_select(0, flat)  # (M,)
+        original = torch.where(selected, labels, input_ids)  # (B, T)
+        keys = [example_key({"input_ids": row[real]}) for row, real in zip(input_ids, rtd_mask)]
+        samples = sample_replacements(
+            generator_logits, flat // input_ids.shape[1], keys, sampling_seed, sampling_step,
+            self.electra_config.sampling_temperature,
+        )  # (M,)
+        replaced_input_ids = original.reshape(-1).index_copy(0, flat, samples).view_as(original)  # (B, T)
+        discriminator_logits = self.discriminator(
+            input_ids=replaced_input_ids, attention_mask=attention_mask, **extra
+        ).logits  # (B, T)
+        return ElectraPretrainingOutput(
+            generator_logits=generator_logits, mlm_targets=mlm_targets, replaced_input_ids=replaced_input_ids,
+            replaced=replaced_input_ids != original, discriminator_logits=discriminator_logits, rtd_mask=rtd_mask,
+        )
+
+    # ---- saving -------------------------------------------------------------------------------
+    def save_pretrained(
+        self, save_directory: str | Path, state_dict: Mapping[str, torch.Tensor] | None = None,
+        is_main_process: bool = True, **kwargs: Any,
+    ) -> None:
+        """The discriminator into ``save_directory`` (stock ``ElectraForPreTraining``), the generator
+        and the ELECTRA settings into ``save_directory/generator``."""
+        state_dict = self.state_dict() if state_dict is None else state_dict
+        folder = Path(save_directory) / GENERATOR_FOLDER
+        for prefix, model, target in (("discriminator.", self.discriminator, save_directory), ("generator.", self.generator, folder)):
+            model.save_pretrained(target, state_dict=split_state_dict(state_dict, prefix), is_main_process=is_main_process, **kwargs)
+        if is_main_process:
+            (folder / ELECTRA_CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(self.electra_config), indent=2) + "\n")
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> ElectraPretrainingModel:
+        """Both models from ``path`` and ``path/generator``, embeddings shared again."""
+        folder = Path(path) / GENERATOR_FOLDER
+        if not (folder / ELECTRA_CONFIG_NAME).is_file():
+            raise FileNotFoundError(f"{folder / ELECTRA_CONFIG_NAME} not found: {path} holds no ELECTRA generator")
+        discriminator = ElectraForPreTraining.from_pretrained(path, **kwargs)
+        generator = ElectraForMaskedLM.from_pretrained(folder, **kwargs)
+        config = ElectraPretrainingConfig(**json.loads((folder / ELECTRA_CONFIG_NAME).read_text()))
+        return cls(generator, discriminator, config)

@@ -1,0 +1,413 @@
+"""Multi-token prediction (MTP): extra prediction depths on any stock causal LM, and their targets.
+
+The stock model predicts token ``t + 1`` from position ``t`` (depth 0). ``MultiTokenPredictionModel``
+adds ``D`` depths; depth ``k`` predicts token ``t + k + 1`` from position ``t``, through the model's
+own output head (shared, as in both papers). Two architectures:
+
+* ``"sequential"`` (DeepSeek-V3): ``h_k = Block_k(W_k [RMSNorm(h_{k-1}); RMSNorm(Emb(x_{t+k}))])``,
+  starting from the stock model's final hidden state ``h_0`` (the input of its output head). Each
+  depth sees the true token just before its target, so the causal chain stays complete.
+* ``"parallel"`` (Gloeckle et al. 2024): ``h_k = Block_k(h_0)``: independent heads on a shared trunk.
+
+Each depth then applies its own RMSNorm before the shared head. ``Block`` is one pre-norm
+transformer block (causal self-attention with rotary positions, SwiGLU MLP) whose attention never
+crosses a document boundary of a packed row.
+
+Targets (:func:`multi_token_targets`) come from the batch's next-token targets (``shift_labels``,
+else ``labels`` shifted, as :func:`hf_lmobj.trainer.objectives.objective_targets` reads them) shifted
+``k`` further, and are -100 wherever the target lies past the row end or in another document than
+the predicting position, or was -100 itself. Documents are read from ``position_ids`` (packed rows
+restart at 0), else from ``attention_mask`` (padding), else each row is one document.
+
+Training loss (``AuxiliaryObjectiveTrainer``): ``L_0 + loss_weight / D * sum_k L_k``, each ``L_k`` a
+token sum over depth ``k``'s targets divided by their global count. Saving keeps the stock model
+loadable by ``from_pretrained`` alone: the MTP modules go into a ``mtp/`` folder beside it.
+
+Example:
+    >>> import torch
+    >>> from transformers import GPT2Config, GPT2LMHeadModel
+    >>> base = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64))
+    >>> model = MultiTokenPredictionModel(base, MTPConfig(num_depths=2))
+    >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "position_ids": torch.tensor([[0, 1, 2, 0, 1]])}
+    >>> batch["labels"] = batch["input_ids"].masked_fill(batch["position_ids"] == 0, -100)
+    >>> multi_token_targets(batch, 2).tolist()  # depth 0, 1, 2 (two documents: 5 6 7 | 8 9)
+    [[[6, 7, -100, 9, -100]], [[7, -100, -100, -100, -100]], [[-100, -100, -100, -100, -100]]]
+    >>> [tuple(h.shape) for h in model.depth_hidden_states(torch.zeros(1, 5, 32), batch["input_ids"],
+    ...                                                  document_ids(batch))]
+    [(1, 5, 32), (1, 5, 32)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from hf_lmobj.collators._layout import block_attention_mask, document_ids_from_position_ids
+from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel, split_state_dict
+from hf_lmobj.trainer.objectives import objective_targets
+
+__all__ = [
+    "MTPArchitecture",
+    "MTP_ARCHITECTURES",
+    "MTP_FOLDER",
+    "MTP_CONFIG_NAME",
+    "MTP_WEIGHTS_NAME",
+    "MTPConfig",
+    "document_ids",
+    "shifted_targets",
+    "multi_token_targets",
+    "count_multi_token_targets",
+    "document_positions",
+    "CausalBlock",
+    "MTPModule",
+    "MultiTokenPredictionModel",
+]
+
+MTPArchitecture = Literal["sequential", "parallel"]
+MTP_ARCHITECTURES: tuple[str, ...] = ("sequential", "parallel")
+MTP_FOLDER = "mtp"  # beside the stock model's files
+MTP_CONFIG_NAME = "mtp_config.json"
+MTP_WEIGHTS_NAME = "model.safetensors"
+
+
+@dataclass
+class MTPConfig:
+    """How many extra depths, of which kind, and how much their loss weighs.
+
+    Sizes left to ``None`` follow the stock model (``resolve``): its hidden size, head count,
+    embedding width, MLP width (else 8/3 of the hidden size) and initializer range.
+
+    Example:
+        >>> MTPConfig(num_depths=2, architecture="parallel").loss_weight
+        0.3
+        >>> MTPConfig(num_depths=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: num_depths must be a positive int (extra tokens predicted per position), got 0
+    """
+
+    num_depths: int = 1  # D: depth k predicts token t + k + 1
+    architecture: str = "sequential"  # "sequential" (DeepSeek-V3) | "parallel" (Gloeckle et al.)
+    loss_weight: float = 0.3  # lambda: loss = L_0 + lambda / D * sum_k L_k (DeepSeek-V3: 0.3, later 0.1)
+    hidden_size: int | None = None  # width of the stock model's final hidden state
+    embedding_size: int | None = None  # width of its input embeddings (sequential only)
+    num_attention_heads: int | None = None  # heads of each depth's block
+    intermediate_size: int | None = None  # SwiGLU width of each depth's block
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    initializer_range: float | None = None  # std of the normal init of linear weights
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_depths, int) or isinstance(self.num_depths, bool) or self.num_depths < 1:
+            raise ValueError(
+                f"num_depths must be a positive int (extra tokens predicted per position), got {self.num_depths!r}"
+            )
+        if self.architecture not in MTP_ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {MTP_ARCHITECTURES}, got {self.architecture!r}")
+        if not self.loss_weight >= 0.0:
+            raise ValueError(f"loss_weight must be >= 0 (DeepSeek-V3 uses 0.3), got {self.loss_weight}")
+        for name in ("hidden_size", "embedding_size", "num_attention_heads", "intermediate_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive int or None (follow the model), got {value!r}")
+        if self.hidden_size is not None and self.num_attention_heads is not None:
+            head_dim, rest = divmod(self.hidden_size, self.num_attention_heads)
+            if rest or head_dim % 2:
+                raise ValueError(
+                    f"hidden_size {self.hidden_size} must split into num_attention_heads {self.num_attention_heads} "
+                    "heads of an even width (rotary positions rotate pairs); set num_attention_heads"
+                )
+        if not self.rms_norm_eps > 0.0 or not self.rope_theta > 0.0:
+            raise ValueError("rms_norm_eps and rope_theta must be positive")
+
+    def resolve(self, model: PreTrainedModel) -> MTPConfig:
+        """A copy with every size taken from ``model`` where left to None."""
+        text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        hidden = self.hidden_size or text.hidden_size
+        embedding = model.get_input_embeddings()
+        return dataclasses.replace(
+            self,
+            hidden_size=hidden,
+            embedding_size=self.embedding_size or getattr(embedding, "embedding_dim", hidden),
+            num_attention_heads=self.num_attention_heads or text.num_attention_heads,
+            intermediate_size=self.intermediate_size or getattr(text, "intermediate_size", None) or -(-8 * hidden // 192) * 64,
+            initializer_range=self.initializer_range or getattr(text, "initializer_range", 0.02),
+        )
+
+
+def document_ids(batch: Mapping[str, Any]) -> torch.Tensor:
+    """(B, T) int64 segment numbers: equal exactly for positions of the same document.
+
+    From ``position_ids`` (a document starts at 0), else a 2D ``attention_mask`` (each run of one
+    value is a segment: padding is its own), else one document per row.
+
+    Example:
+        >>> document_ids({"input_ids": torch.zeros(1, 4), "attention_mask": torch.tensor([[1, 1, 0, 0]])}).tolist()
+        [[0, 0, 1, 1]]
+    """
+    input_ids = batch["input_ids"]
+    if batch.get("position_ids") is not None:
+        return document_ids_from_position_ids(batch["position_ids"].expand_as(input_ids))  # (B, T)
+    mask = batch.get("attention_mask")
+    if isinstance(mask, torch.Tensor) and mask.dim() == 2:
+        changes = torch.zeros_like(mask, dtype=torch.long)  # (B, T)
+        changes[:, 1:] = (mask[:, 1:] != mask[:, :-1]).long()
+        return changes.cumsum(dim=1)  # (B, T)
+    return torch.zeros(input_ids.shape, dtype=torch.long, device=input_ids.device)
+
+
+def shifted_targets(next_targets: torch.Tensor, documents: torch.Tensor, depth: int) -> torch.Tensor:
+    """Depth-``depth`` targets: ``next_targets[:, t + depth]`` where ``t + depth`` is in ``t``'s document.
+
+    Shapes: ``next_targets`` (B, T) (the next-token targets, -100 where there is none) and
+    ``documents`` (B, T) -> (B, T). Depth 0 returns ``next_targets``.
+
+    Example:
+        >>> shifted_targets(torch.tensor([[1, 2, 3, -100]]), torch.tensor([[0, 0, 0, 1]]), 1).tolist()
+        [[2, 3, -100, -100]]
+    """
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    if depth == 0:
+        return next_targets
+    out = torch.full_like(next_targets, IGNORE_INDEX)  # (B, T)
+    width = next_targets.shape[1] - depth
+    if width > 0:
+        same = documents[:, depth:] == documents[:, :width]  # (B, T - depth)
+        out[:, :width] = next_targets[:, depth:].masked_fill(~same, IGNORE_INDEX)
+    return out
+
+
+def multi_token_targets(batch: Mapping[str, Any], num_depths: int) -> torch.Tensor:
+    """(1 + D, B, T) targets of depths 0..D (depth 0: the ordinary next-token targets)."""
+    if batch.get("logits_to_keep") is not None:
+        raise ValueError("multi-token prediction scores every position: drop logits_to_keep from the batch")
+    if batch.get("input_ids") is None:
+        raise ValueError("multi-token prediction needs input_ids in the batch (embeddings of later tokens)")
+    next_targets = objective_targets("causal", batch)  # (B, T)
+    documents = document_ids(batch)  # (B, T)
+    return torch.stack([shifted_targets(next_targets, documents, k) for k in range(num_depths + 1)])
+
+
+def count_multi_token_targets(batch: Mapping[str, Any], num_depths: int) -> torch.Tensor:
+    """(1 + D,) int64: the targets of each depth in one batch (the per-depth loss denominators)."""
+    return (multi_token_targets(batch, num_depths) != IGNORE_INDEX).sum(dim=(1, 2))
+
+
+def document_positions(documents: torch.Tensor) -> torch.Tensor:
+    """(B, T) position of each token inside its document (0 at every document start).
+
+    Example:
+        >>> document_positions(torch.tensor([[0, 0, 0, 1, 1]])).tolist()
+        [[0, 1, 2, 0, 1]]
+    """
+    index = torch.arange(documents.shape[1], device=documents.device).expand_as(documents)  # (B, T)
+    starts = torch.ones_like(documents, dtype=torch.bool)  # (B, T)
+    starts[:, 1:] = documents[:, 1:] != documents[:, :-1]
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # (B, T)
+    return index - first
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x (B, heads, T, d) with cos / sin (B, 1, T, d / 2)."""
+    x1, x2 = x.chunk(2, dim=-1)  # (B, heads, T, d / 2) each
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+class CausalBlock(nn.Module):
+    """One pre-norm transformer block: rotary causal self-attention within documents, then SwiGLU.
+
+    ``forward(x, positions, documents)``: x (B, T, H), positions and documents (B, T) -> (B, T, H).
+    """
+
+    def __init__(self, config: MTPConfig) -> None:
+        super().__init__()
+        hidden, inter = config.hidden_size, config.intermediate_size
+        self.num_heads = config.num_attention_heads
+        self.rope_theta = config.rope_theta
+        self.attention_norm = nn.RMSNorm(hidden, eps=config.rms_norm_eps)
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.attention_out = nn.Linear(hidden, hidden, bias=False)
+        self.mlp_norm = nn.RMSNorm(hidden, eps=config.rms_norm_eps)
+        self.gate_up = nn.Linear(hidden, 2 * inter, bias=False)
+        self.down = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
+        b, t, h = x.shape
+        head_dim = h // self.num_heads
+        q, k, v = self.qkv(self.attention_norm(x)).view(b, t, 3, self.num_heads, head_dim).unbind(2)  # (B, T, n, d)
+        q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, n, T, d)
+        exponents = torch.arange(0, head_dim, 2, device=x.device, dtype=torch.float32) / head_dim  # (d / 2,)
+        angles = positions[:, None, :, None].float() * self.rope_theta ** -exponents  # (B, 1, T, d / 2)
+        cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        if bool((documents == documents[:, :1]).all()):  # one document per row: plain causal attention
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, n, T, d)
+        else:
+            mask = block_attention_mask(documents, causal=True, dtype=q.dtype)  # (B, 1, T, T)
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, n, T, d)
+        x = x + self.attention_out(attended.transpose(1, 2).reshape(b, t, h))  # (B, T, H)
+        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)  # (B, T, I) each
+        return x + self.down(F.silu(gate) * up)  # (B, T, H)
+
+
+class MTPModule(nn.Module):
+    """One extra depth: (sequential only) norm + projection of [previous; next-token embedding],
+    one ``CausalBlock``, and the RMSNorm applied before the shared output head.
+
+    ``forward(previous, next_embeddings, positions, documents)`` returns ``(h_k, RMSNorm(h_k))``,
+    both (B, T, H): the first feeds the next depth, the second the head.
+    """
+
+    def __init__(self, config: MTPConfig) -> None:
+        super().__init__()
+        self.sequential = config.architecture == "sequential"
+        if self.sequential:
+            self.hidden_norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+            self.embedding_norm = nn.RMSNorm(config.embedding_size, eps=config.rms_norm_eps)
+            self.projection = nn.Linear(config.hidden_size + config.embedding_size, config.hidden_size, bias=False)
+        self.block = CausalBlock(config)
+        self.output_norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self, previous: torch.Tensor, next_embeddings: torch.Tensor | None, positions: torch.Tensor, documents: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        x = previous  # (B, T, H)
+        if self.sequential:
+            if next_embeddings is None:
+                raise ValueError("a sequential MTP module needs the embeddings of the next tokens")
+            joined = torch.cat([self.hidden_norm(previous), self.embedding_norm(next_embeddings)], dim=-1)  # (B, T, H + E)
+            x = self.projection(joined)  # (B, T, H)
+        h = self.block(x, positions, documents)  # (B, T, H)
+        return h, self.output_norm(h)
+
+
+def _initialize(modules: nn.Module, std: float, seed: int) -> None:
+    """Normal(0, std) linear weights, unit norms, from an explicit generator."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in modules.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.copy_(torch.empty(module.weight.shape).normal_(0.0, std, generator=generator))
+            elif isinstance(module, nn.RMSNorm):
+                module.weight.fill_(1.0)
+
+
+class MultiTokenPredictionModel(AuxiliaryModel):
+    """A stock causal LM (``base``) plus ``config.num_depths`` MTP modules (``mtp``).
+
+    ``forward`` / ``generate`` / the embeddings / ``config`` are the stock model's, so scoring,
+    sampling and evaluation code written for it runs unchanged; ``AuxiliaryObjectiveTrainer``
+    adds the extra depths' losses. ``save_pretrained(dir)`` writes the stock model to ``dir``
+    (loadable by ``AutoModelForCausalLM.from_pretrained(dir)`` alone) and the MTP modules to
+    ``dir/mtp``; ``MultiTokenPredictionModel.from_pretrained(dir)`` reads both.
+
+    Args:
+        model: a stock ``AutoModelForCausalLM`` model.
+        config: the MTP settings (sizes default to the model's).
+        seed: seed of the modules' initial weights (an explicit generator; the global RNG is untouched).
+    """
+
+    def __init__(self, model: PreTrainedModel, config: MTPConfig | None = None, *, seed: int = 0) -> None:
+        super().__init__()
+        if not isinstance(model, PreTrainedModel) or model.get_output_embeddings() is None:
+            raise TypeError(f"model must be a stock causal LM with an output head, got {type(model).__name__}")
+        self.base = model
+        self.mtp_config = (config or MTPConfig()).resolve(model)
+        self.mtp = nn.ModuleList(MTPModule(self.mtp_config) for _ in range(self.mtp_config.num_depths))
+        _initialize(self.mtp, self.mtp_config.initializer_range, seed)
+        self.mtp.to(device=model.device, dtype=model.dtype)
+
+    # ---- the stock model's face (config, device, embeddings, num_parameters: AuxiliaryModel) ----
+    @property
+    def stock_model(self) -> PreTrainedModel:
+        """The model that is saved as a stock checkpoint (here: the causal LM itself)."""
+        return self.base
+
+    def forward(self, *args: Any, **kwargs: Any):
+        """The stock model's forward (the extra depths run in the trainer's loss)."""
+        return self.base(*args, **kwargs)
+
+    def generate(self, *args: Any, **kwargs: Any):
+        return self.base.generate(*args, **kwargs)
+
+    # ---- the extra depths ---------------------------------------------------------------------
+    def depth_hidden_states(
+        self, hidden: torch.Tensor, input_ids: torch.Tensor, documents: torch.Tensor
+    ) -> list[torch.Tensor]:
+        """The head inputs of depths 1..D, each (B, T, H), from the stock head's input ``hidden`` (B, T, H).
+
+        ``input_ids`` (B, T) give the next-token embeddings of the sequential modules; ``documents``
+        (B, T) (:func:`document_ids`) keep attention and rotary positions within each document.
+        """
+        positions = document_positions(documents)  # (B, T)
+        sequential = self.mtp_config.architecture == "sequential"
+        embeddings = self.base.get_input_embeddings()(input_ids) if sequential else None  # (B, T, E)
+        outputs, previous = [], hidden
+        for depth, module in enumerate(self.mtp, start=1):
+            following = F.pad(embeddings[:, depth:], (0, 0, 0, depth)) if sequential else None  # (B, T, E): x_{t+k}
+            h, normed = module(previous if sequential else hidden, following, positions, documents)
+            outputs.append(normed)
+            previous = h
+        return outputs
+
+    def combine_losses(self, losses: list[torch.Tensor]) -> torch.Tensor:
+        """``L_0 + loss_weight / D * sum_k L_k`` from the per-depth losses ``[L_0, L_1, ..., L_D]``.
+
+        Example:
+            >>> from transformers import GPT2Config, GPT2LMHeadModel
+            >>> m = MultiTokenPredictionModel(GPT2LMHeadModel(GPT2Config(n_embd=8, n_layer=1, n_head=2,
+            ...     vocab_size=16)), MTPConfig(num_depths=2, loss_weight=0.5, num_attention_heads=2))
+            >>> m.combine_losses([torch.tensor(2.0), torch.tensor(1.0), torch.tensor(3.0)]).item()  # 2 + 0.5 * 2
+            3.0
+        """
+        if len(losses) != self.mtp_config.num_depths + 1:
+            raise ValueError(f"expected {self.mtp_config.num_depths + 1} losses (depth 0..D), got {len(losses)}")
+        return losses[0] + (self.mtp_config.loss_weight / self.mtp_config.num_depths) * torch.stack(losses[1:]).sum()
+
+    def count_targets(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        """(1 + D,) targets of each depth in ``batch`` (see :func:`count_multi_token_targets`)."""
+        return count_multi_token_targets(batch, self.mtp_config.num_depths)
+
+    # ---- saving -------------------------------------------------------------------------------
+    def save_pretrained(
+        self, save_directory: str | Path, state_dict: Mapping[str, torch.Tensor] | None = None,
+        is_main_process: bool = True, **kwargs: Any,
+    ) -> None:
+        """The stock model into ``save_directory``, the MTP config and weights into ``save_directory/mtp``."""
+        from safetensors.torch import save_file
+
+        state_dict = self.state_dict() if state_dict is None else state_dict
+        base_state = split_state_dict(state_dict, "base.")
+        mtp_state = {k: v.detach().contiguous().cpu() for k, v in split_state_dict(state_dict, "mtp.").items()}
+        self.base.save_pretrained(save_directory, state_dict=base_state, is_main_process=is_main_process, **kwargs)
+        if not is_main_process:
+            return
+        folder = Path(save_directory) / MTP_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MTP_CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(self.mtp_config), indent=2) + "\n")
+        save_file(mtp_state, str(folder / MTP_WEIGHTS_NAME), metadata={"format": "pt"})
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> MultiTokenPredictionModel:
+        """The stock model from ``path`` (``kwargs`` go to its ``from_pretrained``) and the MTP modules from ``path/mtp``."""
+        from safetensors.torch import load_file
+
+        folder = Path(path) / MTP_FOLDER
+        if not (folder / MTP_CONFIG_NAME).is_file():
+            raise FileNotFoundError(f"{folder / MTP_CONFIG_NAME} not found: {path} holds no MTP modules")
+        base = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        config = MTPConfig(**json.loads((folder / MTP_CONFIG_NAME).read_text()))
+        model = cls(base, config)
+        model.mtp.load_state_dict(load_file(str(folder / MTP_WEIGHTS_NAME)))
+        return model

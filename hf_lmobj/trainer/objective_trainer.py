@@ -1,0 +1,263 @@
+"""``ObjectiveTrainer``: a ``transformers.Trainer`` whose loss is exact for all three objectives.
+
+What it changes, and only that:
+
+* **the loss** (``compute_loss``): the batch's targets for the objective (causal: ``shift_labels``
+  or ``labels`` shifted; masked: the selected positions; seq2seq: the target tokens) are scored
+  from the final hidden states and the output embedding with ``linear_cross_entropy``, so the
+  ``[tokens, vocab]`` logits are never built and unscored positions cost nothing. Models whose
+  head is not a plain ``nn.Linear`` (LoRA on the head, logit scaling after it) fall back to the
+  model's logits.
+* **the denominator** (``_get_num_items_in_batch``, the hook ``get_batch_samples`` and
+  ``prediction_step`` use): the target count of the objective over all gradient-accumulation
+  micro-batches, summed over processes when ``average_tokens_across_devices`` (the default). Each
+  micro-batch loss is ``sum / count`` (times the process count, as DDP averages gradients), so
+  accumulation and data parallelism give the gradients of one big batch.
+* **saving** (``save_model``): a model sharded by torch's ``fully_shard`` without accelerate knowing
+  it (FSDP2 applied by hand, or accelerate's CPU fallback) is gathered on every rank and written
+  whole by the main process, as accelerate does for its own FSDP / ZeRO-3; call it on every rank.
+* **evaluation** (``prediction_step`` / ``evaluation_loop``): per-row NLL sums and target counts
+  are gathered instead of logits; ``eval_loss`` is total NLL / total targets and
+  ``eval_perplexity`` is its exponential, the corpus values (inf where that overflows). (Both are
+  pure NLL: no label smoothing or z-loss.) An eval set without a single target reports ``nan``
+  for both, with a warning, never 0.0. With ``compute_metrics`` the stock path still collects
+  logits for it.
+
+``make_compute_loss_func(objective)`` gives the same loss (on the model's logits) to a stock
+``Trainer(compute_loss_func=...)``.
+
+Example:
+    >>> import torch
+    >>> fn = make_compute_loss_func("masked")
+    >>> out = {"logits": torch.zeros(1, 2, 4)}
+    >>> round(fn(out, torch.tensor([[3, -100]]), num_items_in_batch=2).item(), 4)  # ln 4 / 2
+    0.6931
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import Trainer
+
+from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.losses.functional import _summed_loss, causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, token_losses
+from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
+from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
+from hf_lmobj.trainer.objectives import (
+    Objective,
+    capture_head,
+    check_objective,
+    count_targets,
+    infer_objective,
+    linear_head,
+    model_inputs,
+    model_softcap,
+    objective_targets,
+)
+from hf_lmobj.trainer.sharding import full_state_dict, has_dtensor_parameters
+from hf_lmobj.validation import check_flag, check_length
+
+__all__ = ["make_compute_loss_func", "ObjectiveTrainer"]
+
+
+def make_compute_loss_func(
+    objective: Objective, *, label_smoothing: float = 0.0, z_loss: float = 0.0, logit_softcap: float | None = None
+) -> Callable[..., torch.Tensor]:
+    """A ``compute_loss_func(outputs, labels, num_items_in_batch=None)`` for a stock ``Trainer``.
+
+    The stock Trainer counts ``num_items_in_batch`` from ``shift_labels`` when the batch has them
+    (``DataCollatorForCausalLM`` emits them); without them it counts unshifted labels for GPT-2,
+    which ``ObjectiveTrainer`` does not.
+
+    Example:
+        >>> fn = make_compute_loss_func("causal")
+        >>> round(fn({"logits": torch.zeros(1, 3, 2)}, torch.tensor([[0, 1, 1]])).item(), 4)
+        0.6931
+    """
+    losses = {"causal": causal_lm_loss, "masked": masked_lm_loss, "seq2seq": seq2seq_lm_loss}
+    loss_fn = losses[check_objective(objective)]
+    HeadLossOptions(label_smoothing, z_loss, logit_softcap)  # validate now, not at the first step
+
+    def compute_loss_func(outputs: Any, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+        if labels is None:
+            raise ValueError(f"the {objective} loss needs 'labels' in the batch")
+        logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs[0]
+        return loss_fn(
+            logits, labels, num_items_in_batch=num_items_in_batch, label_smoothing=label_smoothing,
+            z_loss=z_loss, logit_softcap=logit_softcap,
+        )
+
+    compute_loss_func.__name__ = f"{objective}_compute_loss_func"
+    return compute_loss_func
+
+
+def _logits_token_nll(logits: torch.Tensor, targets: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """(B, T) per-token NLL from logits (B, T, V), 0 where ignored."""
+    flat_t = targets.reshape(-1)  # (N,)
+    rows = (flat_t != IGNORE_INDEX).nonzero().squeeze(1)  # (M,)
+    kept = token_losses(logits.reshape(-1, logits.shape[-1]).index_select(0, rows), flat_t[rows], HeadLossOptions(softcap=softcap))
+    out = kept.new_zeros(flat_t.shape)
+    out[rows] = kept
+    return out.reshape(targets.shape)
+
+
+class ObjectiveTrainer(Trainer):
+    """``Trainer`` computing the causal / masked / seq2seq loss exactly and without full logits.
+
+    Args (besides ``Trainer``'s, all keyword-only):
+        objective: ``"causal"``, ``"masked"``, ``"seq2seq"`` or None to infer it from the model.
+        z_loss: coefficient of the logsumexp**2 penalty (0 = off).
+        logit_softcap: ``c * tanh(logits / c)`` before the loss; default the model's
+            ``final_logit_softcapping`` if it has one.
+        chunk_size: rows per chunk of ``linear_cross_entropy`` (None = about 16M logits).
+        use_linear_head: False forces the model's own logits (the reference path).
+
+    Label smoothing comes from ``TrainingArguments.label_smoothing_factor``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        objective: Objective | None = None,
+        z_loss: float = 0.0,
+        logit_softcap: float | None = None,
+        chunk_size: int | None = None,
+        use_linear_head: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs.get("compute_loss_func") is not None:
+            raise ValueError("ObjectiveTrainer computes its own loss: drop compute_loss_func (or use a stock Trainer)")
+        super().__init__(*args, **kwargs)
+        self.objective: Objective = check_objective(objective) if objective is not None else infer_objective(self.model)
+        softcap = logit_softcap if logit_softcap is not None else model_softcap(self.model)
+        self.loss_options = HeadLossOptions(self.args.label_smoothing_factor, z_loss, softcap)
+        self.label_smoother = None  # label smoothing is part of loss_options
+        self.chunk_size = check_length(chunk_size, "chunk_size", optional=True)
+        self.use_linear_head = check_flag(use_linear_head, "use_linear_head")
+        self._eval_totals: torch.Tensor | None = None  # (2,) float64: NLL sum, target count
+        self._eval_rows: torch.Tensor | None = None  # (B, 2) of the last evaluated batch
+
+    # ---- counting -------------------------------------------------------------------------
+    def _has_targets(self, batch: Mapping[str, Any]) -> bool:
+        return batch.get("labels") is not None or (self.objective == "causal" and batch.get("shift_labels") is not None)
+
+    def _tokens_summed_across_processes(self) -> bool:
+        return bool(self.args.average_tokens_across_devices) and self.args.world_size > 1
+
+    def _get_num_items_in_batch(self, batch_samples: list, device: torch.device) -> torch.Tensor | None:
+        """Objective targets over all micro-batches (and processes): the loss denominator."""
+        if not batch_samples or not all(self._has_targets(b) for b in batch_samples):
+            return None
+        count = sum(count_targets(self.objective, b).to(device) for b in batch_samples)
+        if self._tokens_summed_across_processes():
+            count = self.accelerator.gather(count.reshape(1)).sum()
+        return count
+
+    # ---- the loss -------------------------------------------------------------------------
+    def compute_loss(
+        self,
+        model: nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ):
+        """Objective loss: token sum / ``num_items_in_batch`` (else the local target count)."""
+        targets = objective_targets(self.objective, inputs)  # (B, T)
+        evaluating = self._eval_totals is not None
+        head = linear_head(model) if self.use_linear_head and not return_outputs else None
+        feed = model_inputs(self.objective, inputs, model)
+        if head is not None:
+            with capture_head(head, self._head_loss_fn(head, targets, evaluating, num_items_in_batch)) as got:
+                outputs = model(**feed)
+            if len(got) != 1:
+                raise RuntimeError(f"expected the output embedding to run once per forward, it ran {len(got)} times")
+            result = got[0]
+        else:
+            outputs = model(**feed)
+            logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs[0]
+            result = (
+                _logits_token_nll(logits, targets, self.loss_options.softcap)
+                if evaluating
+                else _summed_loss(logits, targets, num_items_in_batch, IGNORE_INDEX, self.loss_options)
+            )
+        if evaluating:
+            loss = self._record_eval_rows(result, targets)
+        else:
+            loss = result
+            if num_items_in_batch is not None and self._tokens_summed_across_processes():
+                loss = loss * self.accelerator.num_processes  # DDP averages gradients over processes
+        self.loss_is_scaled_for_ga = num_items_in_batch is not None
+        return (loss, outputs) if return_outputs else loss
+
+    def _head_loss_fn(self, head: nn.Linear, targets, evaluating: bool, num_items_in_batch):
+        opts, chunk = self.loss_options, self.chunk_size
+
+        def fn(hidden: torch.Tensor) -> torch.Tensor:
+            if evaluating:
+                return linear_token_losses(
+                    hidden, head.weight, targets, bias=head.bias, chunk_size=chunk, softcap=opts.softcap
+                )
+            return linear_cross_entropy(
+                hidden, head.weight, targets, bias=head.bias, num_items_in_batch=num_items_in_batch,
+                chunk_size=chunk, label_smoothing=opts.label_smoothing, z_loss=opts.z_loss, softcap=opts.softcap,
+            )
+
+        return fn
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def _record_eval_rows(self, token_nll: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Keep per-row (NLL sum, target count) of this batch; return its token-mean NLL."""
+        counts = (targets != IGNORE_INDEX).sum(dim=-1)  # (B,)
+        self._eval_rows = torch.stack([token_nll.sum(dim=-1).double(), counts.double()], dim=-1)  # (B, 2)
+        return token_nll.sum() / counts.sum().clamp_min(1)
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """Loss-only steps run the head-free path; rows' NLL sums are gathered, never the logits."""
+        if self._eval_totals is None or not self._has_targets(inputs):
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        self._eval_rows = None
+        if prediction_loss_only:
+            inputs = self._prepare_inputs(inputs)
+            with torch.no_grad(), self.compute_loss_context_manager():
+                result = (self.compute_loss(model, inputs).detach(), None, None)
+        else:
+            result = super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        rows = self.accelerator.gather_for_metrics(self._eval_rows)  # (B_all, 2), duplicates dropped
+        self._eval_totals += rows.sum(dim=0).cpu()
+        return result
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"):
+        """The stock loop, then ``<prefix>_loss`` / ``<prefix>_perplexity`` from the token totals."""
+        self._eval_totals = torch.zeros(2, dtype=torch.float64)
+        try:
+            output = super().evaluation_loop(
+                dataloader, description, prediction_loss_only=prediction_loss_only,
+                ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix,
+            )
+            nll, count = self._eval_totals.tolist()
+        finally:
+            self._eval_totals = self._eval_rows = None
+        mean, perplexity = mean_nll_and_perplexity(nll, count, f"the {metric_key_prefix} set")
+        output.metrics[f"{metric_key_prefix}_loss"] = mean  # nan, never 0.0, when nothing was scored
+        output.metrics[f"{metric_key_prefix}_perplexity"] = perplexity
+        output.metrics[f"{metric_key_prefix}_num_target_tokens"] = int(count)
+        return output
+
+    # ---- saving ---------------------------------------------------------------------------
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """``Trainer.save_model``; DTensor shards unknown to accelerate are gathered collectively.
+
+        Call it on every rank, as FSDP and DeepSpeed ZeRO-3 require: the full state dict is a
+        collective, and the main process writes one safetensors checkpoint ``from_pretrained`` loads.
+        """
+        if self.is_fsdp_enabled or self.is_deepspeed_enabled or not has_dtensor_parameters(self.model):
+            return super().save_model(output_dir, _internal_call)
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        state_dict = full_state_dict(self.model)  # every rank takes part
+        self._save(output_dir, state_dict=state_dict)  # writes on the main process only
+        if self.args.push_to_hub and not _internal_call:
+            self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)

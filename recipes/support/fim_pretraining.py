@@ -1,0 +1,310 @@
+"""The fill-in-the-middle side of pre-training: FIM'd, packed datasets for the clm recipe, and its infilling report.
+
+``recipes/pretrain.py`` parses :class:`FimArguments` and trains a causal LM with FIM when
+``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/clm/fim_demo.yaml``).
+Three steps, per split:
+
+1. each document is tokenized once and cut into *pieces* of ``max_length - 10`` tokens (the
+   pieces' tokens are the document's, sliced; the last piece is shorter), so that a FIM'd piece
+   (3 sentinels, BOS, EOS and a token or two of re-encoding at the cuts) nearly always fits one
+   row and its middle is trained with its prefix and suffix in view: context-level FIM in
+   Bavarian et al.'s terms, never a span across documents (the rare FIM'd piece that re-encodes
+   longer than a row is split like any long document, nothing dropped). Every piece starts with
+   BOS (an input, never a target); only a document's last piece ends with EOS, as in plain CLM;
+2. :func:`~hf_lmobj.collators.fim.fim_dataset` transforms ``fim_rate`` of the pieces (seeded);
+3. :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` packs them into full rows, which the
+   plain :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` batches (documents isolated).
+
+After training, :func:`infilling_metrics` (:func:`validation_infilling` in the recipe) runs the
+single-line infilling evaluation (:mod:`hf_lmobj.metrics.infilling`) on the validation files: PSM, SPM
+and prefix-only for a FIM model, prefix-only (all a plain model can do) otherwise; by default on
+200 cases for a FIM run and none for a plain one (``--infill_cases 200`` asks a plain run for its
+prefix-only figures). :func:`print_fim_comparison` prints the run beside a plain run's
+``metrics.json`` (``fim_baseline_metrics``).
+
+Example:
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> pieces = document_pieces(["a = 1\\nb = 2\\n"], tok, max_tokens=4)
+    >>> [tok.decode(p) for p in pieces["input_ids"]], pieces["text"]
+    (['<s>a = 1\\n', '<s>b = 2', '<s>\\n</s>'], ['a = 1\\n', 'b = 2', '\\n'])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from hf_lmobj.collators._fim_transform import FIM_LEVELS, check_rate
+from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.collators.dataset_packing import pack_dataset
+from hf_lmobj.collators.fim import fim_dataset
+from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
+from hf_lmobj.recipes.support.pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
+
+__all__ = [
+    "DEFAULT_INFILL_CASES",
+    "PIECE_SLACK",
+    "FimArguments",
+    "piece_bounds",
+    "document_pieces",
+    "prepare_fim_data",
+    "prepare_pretraining_data",
+    "validation_infilling",
+    "infilling_metrics",
+    "best_infill",
+    "comparison_lines",
+    "print_fim_comparison",
+]
+
+DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
+PIECE_SLACK = 10  # a row keeps room for BOS, 3 sentinels, EOS and up to 5 tokens of re-encoding at the cuts
+
+
+@dataclass
+class FimArguments:
+    """Fill-in-the-middle training and the single-line infilling report (clm objective)."""
+
+    fim_rate: float = field(default=0.0, metadata={"help": "Share of pieces FIM'd (0 = plain CLM; StarCoder 0.5)."})
+    fim_spm_rate: float = field(default=0.5, metadata={"help": "Share of FIM'd pieces in SPM rather than PSM order."})
+    fim_level: str = field(default="char", metadata={"help": f"Where cuts fall: one of {FIM_LEVELS}."})
+    infill_cases: int | None = field(
+        default=None,
+        metadata={"help": "Single-line infilling cases (validation); 0 = none; None = 200 for a FIM run, 0 for a plain one."},
+    )
+    infill_seed: int = field(default=0, metadata={"help": "Seed of the sample of infilling cases."})
+    infill_max_new_tokens: int = field(default=48, metadata={"help": "Generation budget per infilling case."})
+    fim_baseline_metrics: str | None = field(
+        default=None, metadata={"help": "metrics.json of a plain CLM run to print beside this one."}
+    )
+
+    def __post_init__(self) -> None:
+        self.fim_rate = check_rate("fim_rate", self.fim_rate)
+        self.fim_spm_rate = check_rate("fim_spm_rate", self.fim_spm_rate)
+        if self.infill_cases is None:
+            self.infill_cases = DEFAULT_INFILL_CASES if self.fim_rate > 0 else 0
+        if self.fim_level not in FIM_LEVELS:
+            raise ValueError(f"fim_level must be one of {FIM_LEVELS}, got {self.fim_level!r}")
+        for name, least in (("infill_cases", 0), ("infill_seed", 0), ("infill_max_new_tokens", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+
+
+def piece_bounds(clean: np.ndarray, max_tokens: int) -> list[int]:
+    """Token indices where pieces begin: every ``max_tokens`` tokens, moved back to a clean boundary.
+
+    ``clean[i]`` says that token ``i`` may begin a piece (it shares no character with token
+    ``i - 1``: a byte-level BPE can split one multi-byte character over two tokens).
+
+    >>> piece_bounds(np.array([True, True, True, False, True, True, True]), max_tokens=3)
+    [0, 2, 5]
+    """
+    bounds, begin, size = [0], 0, clean.size
+    while size - begin > max_tokens:
+        cut = begin + max_tokens
+        while cut > begin + 1 and not clean[cut]:
+            cut -= 1
+        bounds.append(cut)
+        begin = cut
+    return bounds
+
+
+def document_pieces(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_tokens: int) -> dict[str, list]:
+    """Each text's tokens cut into pieces of at most ``max_tokens`` (plus BOS / EOS), with each piece's text.
+
+    The pieces' tokens are the document's own, sliced at token boundaries (never inside a
+    character, read from the tokenizer's offsets), and their texts are the matching slices of the
+    text. Returns the columns ``input_ids`` (BOS + piece, + EOS for the last piece of a text) and
+    ``text``.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}; raise max_length")
+    bos, eos = [tokenizer.bos_token_id], [tokenizer.eos_token_id]
+    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    out: dict[str, list] = {"input_ids": [], "text": []}
+    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
+        spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)  # (L, 2) characters of each token
+        clean = np.ones(len(ids), bool)  # (L,)
+        clean[1:] = spans[1:, 0] >= spans[:-1, 1]
+        bounds = [*piece_bounds(clean, max_tokens), len(ids)]
+        chars = [0, *(int(spans[b, 0]) for b in bounds[1:-1]), len(text)]
+        for i in range(len(bounds) - 1):
+            out["input_ids"].append(bos + ids[bounds[i] : bounds[i + 1]] + (eos if i == len(bounds) - 2 else []))
+            out["text"].append(text[chars[i] : chars[i + 1]])
+    return out
+
+
+def _pieces_dataset(split: datasets.Dataset, tokenizer, text_column: str, max_tokens: int) -> datasets.Dataset:
+    return split.map(
+        lambda batch: document_pieces(batch[text_column], tokenizer, max_tokens),
+        batched=True, remove_columns=split.column_names, desc=f"cut into pieces of <= {max_tokens} tokens",
+    )
+
+
+def prepare_fim_data(
+    tokenizer: PreTrainedTokenizerBase,
+    splits: datasets.DatasetDict,
+    data_args: DataArguments,
+    fim_args: FimArguments,
+    model: PreTrainedModel | None = None,
+    seed: int = 0,
+) -> ObjectiveData:
+    """Packed FIM'd datasets and the causal collator of the clm objective with ``fim_args.fim_rate``.
+
+    The cuts are drawn once (epoch 0, ``seed``) and written into the dataset before packing: the
+    demo trains on less than one pass. ``train_documents`` are the training pieces before FIM (for
+    the n-gram baseline).
+    """
+    if data_args.objective != "clm":
+        raise ValueError(f"FIM trains causal LMs: objective must be 'clm', got {data_args.objective!r}")
+    for role in ("bos", "eos"):
+        if getattr(tokenizer, f"{role}_token_id") is None:
+            raise ValueError(f"FIM pre-training needs a tokenizer with a {role}_token")
+    max_tokens = data_args.max_length - PIECE_SLACK
+    packed, pieces = {}, {}
+    for name in ("train", "validation"):
+        pieces[name] = _pieces_dataset(splits[name], tokenizer, data_args.text_column, max_tokens)
+        fimmed = fim_dataset(pieces[name], tokenizer, fim_args.fim_rate, fim_args.fim_spm_rate, fim_args.fim_level,
+                             seed=seed, epoch=0)  # fmt: skip
+        packed[name] = pack_dataset(fimmed, max_length=data_args.max_length)
+    attn_implementation = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
+    collator = DataCollatorForCausalLM(
+        tokenizer, max_length=data_args.max_length, packing=True, attn_implementation=attn_implementation
+    )
+    train = packed["train"]
+    train_tokens = sum(len(ids) for ids in train["input_ids"])
+    documents = pieces["train"].select_columns(["input_ids"])  # the pieces before FIM, for the n-gram baseline
+    hyperparameters = {
+        "max_length": data_args.max_length, "packing": True, "train_rows": train.num_rows,
+        "train_tokens": train_tokens,
+        "packing_efficiency": round(train_tokens / max(train.num_rows * data_args.max_length, 1), 4),
+        "fim_rate": fim_args.fim_rate, "fim_spm_rate": fim_args.fim_spm_rate, "fim_level": fim_args.fim_level,
+        "fim_pieces": pieces["train"].num_rows, "fim_piece_max_tokens": max_tokens,
+    }
+    evaluation = eval_subset(packed["validation"], data_args.max_eval_rows)
+    return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=documents)
+
+
+def prepare_pretraining_data(
+    objective: str,
+    tokenizer: PreTrainedTokenizerBase,
+    splits: datasets.DatasetDict,
+    data_args: DataArguments,
+    fim_args: FimArguments,
+    model: PreTrainedModel | None = None,
+    seed: int = 0,
+) -> ObjectiveData:
+    """The pre-training recipe's data: :func:`prepare_fim_data` when ``fim_args.fim_rate > 0``, else the
+    objective's own (:func:`~hf_lmobj.recipes.support.pretraining.prepare_objective_data`)."""
+    if fim_args.fim_rate > 0:
+        return prepare_fim_data(tokenizer, splits, data_args, fim_args, model, seed)
+    return prepare_objective_data(objective, tokenizer, splits, data_args, model, seed)
+
+
+def validation_infilling(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    split: datasets.Dataset,
+    text_column: str,
+    fim_args: FimArguments,
+    max_length: int,
+) -> dict[str, float]:
+    """:func:`infilling_metrics` on a validation split (cases named by its ``path`` column when it has one)."""
+    names = split["path"] if "path" in split.column_names else None
+    return infilling_metrics(model, tokenizer, split[text_column], fim_args, max_length, names=names)
+
+
+def infilling_metrics(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    fim_args: FimArguments,
+    max_length: int,
+    names: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """Single-line infilling on ``texts`` (the validation files): ``validation_infill_<mode>_*`` metrics.
+
+    Modes: ``psm``, ``spm`` and ``prefix_only`` for a FIM model (``fim_rate > 0``), ``prefix_only``
+    for a plain one. Empty when ``infill_cases`` is 0.
+    """
+    if fim_args.infill_cases == 0:
+        return {}
+    cases = single_line_cases(texts, fim_args.infill_cases, fim_args.infill_seed, names=names)
+    modes = ("psm", "spm", "prefix_only") if fim_args.fim_rate > 0 else ("prefix_only",)
+    metrics: dict[str, float] = {"validation_infill_samples": len(cases)}
+    for mode in modes:
+        result = evaluate_infilling(model, tokenizer, cases, mode, max_length, fim_args.infill_max_new_tokens)
+        metrics[f"validation_infill_{mode}_exact_match"] = result.exact_match
+        metrics[f"validation_infill_{mode}_middle_bits_per_byte"] = result.middle_bits_per_byte
+    return metrics
+
+
+def best_infill(metrics: dict[str, Any]) -> tuple[str, float] | None:
+    """The run's best single-line exact match and its mode (FIM modes first), or None.
+
+    >>> best_infill({"validation_infill_psm_exact_match": 0.4, "validation_infill_prefix_only_exact_match": 0.1})
+    ('psm', 0.4)
+    """
+    found = {m: metrics[f"validation_infill_{m}_exact_match"] for m in ("psm", "spm", "prefix_only")
+             if f"validation_infill_{m}_exact_match" in metrics}  # fmt: skip
+    if not found:
+        return None
+    mode = max(found, key=lambda m: (found[m], m != "prefix_only"))
+    return mode, found[mode]
+
+
+def comparison_lines(metrics: dict[str, Any], baseline: dict[str, Any], baseline_name: str = "plain CLM") -> list[str]:
+    """Rows of the FIM-vs-plain table: left-to-right bits per byte and single-line exact match.
+
+    >>> fim = {"validation_bits_per_byte": 1.7, "validation_infill_psm_exact_match": 0.4}
+    >>> plain = {"validation_bits_per_byte": 1.68, "validation_infill_prefix_only_exact_match": 0.1}
+    >>> for line in comparison_lines(fim, plain):
+    ...     print(line)
+    metric                                this run            plain CLM    ratio
+    left-to-right bits per byte              1.700                1.680    1.012
+    single-line infilling exact match        0.400 (psm)          0.100 (prefix_only)
+    """
+    lines = [f"{'metric':36s} {'this run':>9s} {'':8s} {baseline_name:>11s}    ratio"]
+    ours, theirs = metrics.get("validation_bits_per_byte"), baseline.get("validation_bits_per_byte")
+    if ours is not None and theirs is not None:
+        lines.append(f"{'left-to-right bits per byte':36s} {ours:9.3f} {'':8s} {theirs:11.3f}    {ours / theirs:.3f}")
+    mine, base = best_infill(metrics), best_infill(baseline)
+    if mine and base:
+        lines.append(f"{'single-line infilling exact match':36s} {mine[1]:9.3f} {f'({mine[0]})':8s} "
+                     f"{base[1]:11.3f} ({base[0]})")  # fmt: skip
+    return lines
+
+
+def print_fim_comparison(metrics: dict[str, Any], baseline_path: str | None) -> None:
+    """Print this run's left-to-right bits per byte and infilling figures and, when ``baseline_path``
+    exists, the table beside that run. Prints nothing for a run without infilling metrics."""
+    keys = sorted(k for k in metrics if k.startswith("validation_infill_") and k.endswith("_exact_match"))
+    if not keys:
+        return
+    shown = ", ".join(f"{k.removeprefix('validation_infill_').removesuffix('_exact_match')} "
+                      f"{metrics[k]:.3f}" for k in keys)  # fmt: skip
+    print("  left to right and in the middle (validation files):")
+    if "validation_bits_per_byte" in metrics:
+        print(f"    left-to-right bits per byte {metrics['validation_bits_per_byte']:.3f}")
+    print(f"    single-line infilling exact match ({int(metrics['validation_infill_samples'])} cases): {shown}")
+    if not baseline_path:
+        return
+    path = Path(baseline_path)
+    if not path.is_file():
+        print(f"  (no plain-CLM metrics at {path}: run clm/demo.yaml with --infill_cases {DEFAULT_INFILL_CASES} "
+              "first to print the two side by side)")  # fmt: skip
+        return
+    baseline = json.loads(path.read_text())
+    print(f"  beside the plain run {path}:")
+    for line in comparison_lines(metrics, baseline):
+        print(f"    {line}")
+    if best_infill(baseline) is None:
+        print(f"    (that run has no infilling metrics: train it with --infill_cases {DEFAULT_INFILL_CASES})")

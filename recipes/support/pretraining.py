@@ -1,0 +1,258 @@
+"""The data side of pre-training: text splits -> tokenized, objective-ready datasets + collator.
+
+``prepare_objective_data`` is what ``recipes/pretrain.py`` calls: it turns train/validation text
+into the datasets and the collator of one objective, so the recipe stays a few lines of wiring.
+
+Example:
+    >>> from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> data = prepare_objective_data("clm", tok, load_stdlib_corpus(max_documents=200),
+    ...                               DataArguments(max_length=64))
+    >>> batch = data.collator([data.train_dataset[0]])
+    >>> len(data.train_dataset[0]["input_ids"]) <= 64, {"input_ids", "labels"} <= set(batch)
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+
+from hf_lmobj.collators._seeding import CollatorEpochCallback
+from hf_lmobj.corpus import tokenize_corpus
+
+__all__ = [
+    "CAUSAL_OBJECTIVES",
+    "MASKED_OBJECTIVES",
+    "SEQ2SEQ_OBJECTIVES",
+    "OBJECTIVES",
+    "DataArguments",
+    "ObjectiveData",
+    "prepare_objective_data",
+    "eval_subset",
+    "split_documents",
+    "target_token_accuracy",
+    "unigram_entropy",
+]
+
+CAUSAL_OBJECTIVES = ("clm",)
+MASKED_OBJECTIVES = ("mlm",)
+SEQ2SEQ_OBJECTIVES = ("span", "ul2")
+OBJECTIVES = (*CAUSAL_OBJECTIVES, *MASKED_OBJECTIVES, *SEQ2SEQ_OBJECTIVES)
+
+
+@dataclass
+class DataArguments:
+    """What to train on and how the objective shapes it."""
+
+    objective: str = field(default="clm", metadata={"help": f"One of {OBJECTIVES}."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub/local dataset; None = embedded stdlib corpus."})
+    dataset_config: str | None = field(default=None, metadata={"help": "Dataset configuration name."})
+    text_column: str = field(default="text", metadata={"help": "Column holding the raw text."})
+    validation_fraction: float = field(default=0.02, metadata={"help": "Held-out share when there is no validation split."})
+    max_documents: int | None = field(default=None, metadata={"help": "Use only the first N documents (quick runs)."})
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Hub/local tokenizer; None trains a byte-level BPE."})
+    vocab_size: int = field(default=8192, metadata={"help": "Vocabulary of the locally trained tokenizer."})
+    max_length: int = field(default=256, metadata={"help": "Tokens per row (clm, mlm) or encoder input length (span, ul2)."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "mlm: share of tokens selected."})
+    whole_word_mask: bool = field(default=False, metadata={"help": "mlm: select whole words."})
+    noise_density: float = field(default=0.15, metadata={"help": "span: share of tokens corrupted."})
+    mean_noise_span_length: float = field(default=3.0, metadata={"help": "span: mean length of a noise span."})
+    max_eval_rows: int | None = field(default=64, metadata={"help": "Validation rows (a fixed random subset) for eval_loss; None = all."})
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.max_length <= 1:
+            raise ValueError(f"max_length must be at least 2, got {self.max_length}")
+        if self.max_eval_rows is not None and self.max_eval_rows <= 0:
+            raise ValueError("max_eval_rows must be positive or None")
+
+
+@dataclass
+class ObjectiveData:
+    """Datasets and collator ready for ``Trainer(train_dataset=..., data_collator=...)``."""
+
+    train_dataset: datasets.Dataset
+    eval_dataset: datasets.Dataset
+    collator: Callable[[list[dict[str, Any]]], dict[str, Any]]
+    hyperparameters: dict[str, Any]
+    callbacks: list[TrainerCallback] = field(default_factory=list)
+    train_documents: datasets.Dataset | None = None  # clm: the tokenized training documents, before packing
+
+
+def prepare_objective_data(
+    objective: str,
+    tokenizer: PreTrainedTokenizerBase,
+    splits: datasets.DatasetDict,
+    args: DataArguments,
+    model: PreTrainedModel | None = None,
+    seed: int = 0,
+) -> ObjectiveData:
+    """Tokenize ``splits`` and shape them for ``objective`` (see :data:`OBJECTIVES`).
+
+    ``model`` supplies what the batch must match: its attention implementation (packed masks)
+    and decoder start token (encoder-decoders). ``seed`` keys the per-example masks and noise.
+    """
+    for name in ("train", "validation"):
+        if name not in splits or splits[name].num_rows == 0:
+            raise ValueError(f"the {name} split is empty; raise max_documents or validation_fraction")
+    attn_implementation = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
+    if objective == "clm":
+        return _causal_data(tokenizer, splits, args, attn_implementation)
+    if objective in MASKED_OBJECTIVES:
+        return _masked_data(tokenizer, splits, args, model, seed)
+    if objective in SEQ2SEQ_OBJECTIVES:
+        return _seq2seq_data(objective, tokenizer, splits, args, model, seed)
+    raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: str) -> ObjectiveData:
+    from hf_lmobj.collators.causal import DataCollatorForCausalLM
+    from hf_lmobj.collators.dataset_packing import pack_dataset
+
+    tokenized = {
+        name: tokenize_corpus(split, tokenizer, add_bos=True, add_eos=True, text_column=args.text_column)
+        for name, split in splits.items()
+    }
+    train = pack_dataset(tokenized["train"], max_length=args.max_length)
+    evaluation = pack_dataset(tokenized["validation"], max_length=args.max_length)
+    evaluation = eval_subset(evaluation, args.max_eval_rows)
+    collator = DataCollatorForCausalLM(
+        tokenizer, max_length=args.max_length, packing=True, attn_implementation=attn_implementation
+    )
+    train_tokens = sum(len(ids) for ids in train["input_ids"])  # packed rows hold no padding
+    hyperparameters = {
+        "max_length": args.max_length, "packing": True, "train_rows": train.num_rows,
+        "train_tokens": train_tokens,
+        "packing_efficiency": round(train_tokens / max(train.num_rows * args.max_length, 1), 4),
+    }
+    return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=tokenized["train"])
+
+
+def _masked_data(tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
+    """Documents cut into pieces of <= max_length tokens; fresh masks each epoch."""
+    from hf_lmobj.collators.masked import DataCollatorForMaskedLM
+
+    collator = DataCollatorForMaskedLM(
+        tokenizer, mlm_probability=args.mlm_probability, whole_word_mask=args.whole_word_mask,
+        seed=seed, max_length=args.max_length, pad_to_multiple_of=8,
+    )
+    return _split_data(tokenizer, splits, args, collator, args.max_length, add_eos=True, hyperparameters={
+        "max_length": args.max_length, "mlm_probability": args.mlm_probability,
+        "mask_replace_prob": collator.mask_replace_prob, "random_replace_prob": collator.random_replace_prob,
+        "whole_word_mask": args.whole_word_mask,
+    })
+
+
+def _split_data(tokenizer, splits, args, collator, piece_length, add_eos, hyperparameters) -> ObjectiveData:
+    pieces = {
+        name: split_documents(
+            tokenize_corpus(split, tokenizer, add_eos=add_eos, text_column=args.text_column), piece_length
+        )
+        for name, split in splits.items()
+    }
+    evaluation = pieces["validation"]
+    evaluation = eval_subset(evaluation, args.max_eval_rows)
+    hyperparameters = {**hyperparameters, "train_rows": pieces["train"].num_rows}
+    return ObjectiveData(pieces["train"], evaluation, collator, hyperparameters, [CollatorEpochCallback(collator)])
+
+
+def _seq2seq_data(objective, tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
+    """Each document is corrupted on its own: split into pieces of the collator's raw length."""
+    from hf_lmobj.collators.span import DataCollatorForSpanCorruption
+    from hf_lmobj.collators.ul2 import DataCollatorForUL2
+
+    if objective == "span":
+        collator = DataCollatorForSpanCorruption(
+            tokenizer, noise_density=args.noise_density, mean_noise_span_length=args.mean_noise_span_length,
+            input_length=args.max_length, model=model, seed=seed,
+        )
+    else:
+        collator = DataCollatorForUL2(tokenizer, input_length=args.max_length, model=model, seed=seed)
+    hyperparameters = {
+        "input_length": args.max_length, "raw_tokens_length": collator.raw_tokens_length,
+        "targets_length": collator.targets_length,
+    }
+    if objective == "span":
+        hyperparameters |= {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
+    return _split_data(tokenizer, splits, args, collator, collator.raw_tokens_length, False, hyperparameters)
+
+
+def eval_subset(dataset: datasets.Dataset, rows: int | None) -> datasets.Dataset:
+    """``rows`` rows drawn evenly (fixed seed) from the whole split, or all of it when None.
+
+    Packed and split datasets are ordered (longest documents first, pieces in document order), so
+    the first rows would stand for a few documents only.
+    """
+    if rows is None or rows >= dataset.num_rows:
+        return dataset
+    return dataset.shuffle(seed=0).select(range(rows))
+
+
+def split_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Dataset:
+    """One row per piece: each document's ``input_ids`` cut into near-equal pieces of <= ``max_tokens``.
+
+    Equal cuts (rather than full pieces plus a remainder) keep every piece of a document of at
+    least 2 tokens at least 2 tokens long, as the denoisers need. No token is dropped.
+
+    Example:
+        >>> ds = datasets.Dataset.from_dict({"input_ids": [list(range(10)), [7]]})
+        >>> [len(row) for row in split_documents(ds, 4)["input_ids"]]
+        [3, 3, 4, 1]
+    """
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+
+    def split(batch: dict[str, list]) -> dict[str, list]:
+        pieces = []
+        for ids in batch["input_ids"]:
+            count = max(-(-len(ids) // max_tokens), 1)
+            bounds = [len(ids) * i // count for i in range(count + 1)]
+            pieces += [ids[a:b] for a, b in zip(bounds, bounds[1:])]
+        return {"input_ids": pieces}
+
+    return dataset.map(split, batched=True, remove_columns=dataset.column_names, desc="split documents")
+
+
+@torch.no_grad()
+def target_token_accuracy(model: PreTrainedModel, dataset: datasets.Dataset, collator, batch_size: int = 16) -> float:
+    """Share of target (label != -100) positions whose argmax prediction is the label.
+
+    Masked LM: the selected positions, predicted from the corrupted input. Span corruption: every
+    target token (sentinels, span tokens, EOS), predicted under teacher forcing from the corrupted
+    input and the true target prefix. Batches are collated by ``collator`` (pass a fresh, seeded one
+    for comparable figures).
+    """
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    for start in range(0, dataset.num_rows, batch_size):
+        batch = collator([dataset[i] for i in range(start, min(start + batch_size, dataset.num_rows))])
+        batch = {k: v.to(model.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+        labels = batch.pop("labels")  # (B, T)
+        selected = labels != -100  # (B, T)
+        predictions = model(**batch).logits.argmax(-1)  # (B, T)
+        correct += int((predictions[selected] == labels[selected]).sum())
+        total += int(selected.sum())
+    model.train(was_training)
+    return correct / max(total, 1)
+
+
+def unigram_entropy(dataset: datasets.Dataset, column: str = "input_ids") -> float:
+    """Entropy (nats per token) of the token frequencies of ``dataset``: the loss of a model that ignores context.
+
+    Example:
+        >>> round(unigram_entropy(datasets.Dataset.from_dict({"input_ids": [[1, 2], [1, 1]]})), 4)  # 3/4, 1/4
+        0.5623
+    """
+    flat = dataset.with_format("arrow")[column].combine_chunks().flatten().to_numpy()
+    counts = np.bincount(flat)
+    p = counts[counts > 0] / flat.size
+    return float(-(p * np.log(p)).sum())

@@ -1,0 +1,148 @@
+"""Single-line infilling: which lines are hidden, a fixed seeded sample, token-healed prefix-only prompts,
+exact match read from the generated text, and the middle's NLL against a direct computation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hf_lmobj.generation.fim_prompting import fim_prompts
+from hf_lmobj.metrics.infilling import (
+    InfillingCase,
+    _prefix_only_prompt,
+    evaluate_infilling,
+    function_body_lines,
+    single_line_cases,
+)
+from hf_lmobj.recipes.support.models import ModelArguments, build_model
+
+SOURCE = '''import os
+
+def outer(a):
+    """Docstring
+    over two lines."""
+    # a comment
+
+    b = a + 1
+    def inner():
+        return b
+    return inner
+
+
+async def fetch(x):
+    await x
+x = outer(1)
+class C:
+    def method(self):
+        return "é中"
+'''
+
+
+def test_function_body_lines_skip_docstrings_comments_blanks_and_module_code():
+    lines = SOURCE.split("\n")
+    chosen = [lines[i] for i in function_body_lines(SOURCE)]
+    assert chosen == ["    b = a + 1", "    def inner():", "        return b", "    return inner", "    await x",
+                      '        return "é中"']  # fmt: skip
+    assert function_body_lines(SOURCE, max_line_chars=13) == [7, 14]  # "    b = a + 1", "    await x"
+    assert function_body_lines("def broken(:\n    pass\n") == []
+
+
+def test_cases_are_a_fixed_seeded_sample_of_whole_windows():
+    texts = [SOURCE, SOURCE.replace("a + 1", "a - 1")]
+    cases = single_line_cases(texts, num_cases=5, seed=0, names=["one.py", "two.py"])
+    assert cases == single_line_cases(texts, num_cases=5, seed=0, names=["one.py", "two.py"])
+    assert cases != single_line_cases(texts, num_cases=5, seed=1, names=["one.py", "two.py"])
+    assert len(single_line_cases(texts, num_cases=100, seed=0)) == 12  # every candidate, no repeats
+    for case in cases:
+        name, number = case.source.split(":")
+        text = texts[["one.py", "two.py"].index(name)]
+        assert case.middle == text.split("\n")[int(number) - 1]
+        assert case.prefix.endswith("\n") and case.suffix.startswith("\n")
+        assert case.prefix + case.middle + case.suffix in text
+    short = single_line_cases([SOURCE], num_cases=1, seed=0, prefix_lines=1, suffix_lines=0)[0]
+    assert short.prefix.count("\n") == 1 and short.suffix == ""
+    with pytest.raises(ValueError, match="num_cases"):
+        single_line_cases(texts, num_cases=0)
+    with pytest.raises(ValueError, match="no line inside a function body"):
+        single_line_cases(["x = 1\n"])
+
+
+def test_prefix_only_prompt_is_the_running_text_tokenization(tokenizer):
+    case = InfillingCase(prefix="def f(x):\n", middle="    return x", suffix="\n", source="t:2")
+    context, target, lead = _prefix_only_prompt(tokenizer, case)
+    joint = tokenizer(case.prefix + case.middle, add_special_tokens=False)["input_ids"]
+    assert context + target == joint
+    assert tokenizer.decode(context) + lead == case.prefix
+    assert tokenizer.decode(target) == lead + case.middle
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tokenizer):
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        arguments = ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   max_position_embeddings=128)
+        return build_model("clm", tokenizer, arguments).eval()
+
+
+class Oracle(torch.nn.Module):
+    """Wraps a model; ``generate`` writes a given continuation after each prompt (keyed by the prompt)."""
+
+    def __init__(self, model, answers: dict[tuple, list[int]]) -> None:
+        super().__init__()
+        self.model, self.answers, self.config = model, answers, model.config
+
+    def forward(self, **kwargs):
+        return self.model(**kwargs)
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        rows = []
+        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
+            prompt = tuple(i for i, m in zip(ids, mask) if m)
+            rows.append(ids + (self.answers[prompt] + [kwargs["pad_token_id"]] * max_new_tokens)[:max_new_tokens])
+        return torch.tensor(rows)
+
+
+def test_exact_match_reads_the_first_generated_line(tokenizer, tiny_llama, one_torch_thread):
+    cases = single_line_cases([SOURCE], num_cases=4, seed=0)
+    eos = tokenizer.eos_token_id
+    encode = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    # room for the prompt: 128 - 48 new tokens - BOS - 3 sentinels = 76 = 51 prefix + 25 suffix tokens
+    prompts = fim_prompts(tokenizer, [c.prefix for c in cases], [c.suffix for c in cases],
+                          max_prefix_tokens=51, max_suffix_tokens=25)  # fmt: skip
+    # right, right then more lines (the first line counts), wrong, right but without its indentation
+    outputs = [cases[0].middle, cases[1].middle + "\n    extra", "pass", cases[3].middle.strip()]
+    oracle = Oracle(tiny_llama, {tuple(p): encode(o) + [eos] for p, o in zip(prompts, outputs)})
+    result = evaluate_infilling(oracle, tokenizer, cases, "psm", max_length=128, max_new_tokens=48)
+    assert result.exact_match == 0.5 and result.cases == 4
+    healed = {}
+    for case in cases:
+        context, target, lead = _prefix_only_prompt(tokenizer, case)
+        healed[(tokenizer.bos_token_id, *context)] = target + encode("\n    more = 1\n")
+    prefix_only = evaluate_infilling(Oracle(tiny_llama, healed), tokenizer, cases, "prefix_only", max_length=128)
+    assert prefix_only.exact_match == 1.0
+
+
+def test_middle_nll_matches_a_direct_computation(tokenizer, tiny_llama, one_torch_thread):
+    cases = single_line_cases([SOURCE], num_cases=3, seed=1)
+    result = evaluate_infilling(tiny_llama, tokenizer, cases, "spm", max_length=128, max_new_tokens=8)
+    total, num_bytes = 0.0, 0
+    for case in cases:
+        # room for the prompt: 128 - 8 new tokens - BOS - 3 sentinels = 116 = 78 prefix + 38 suffix tokens
+        prompt = fim_prompts(tokenizer, [case.prefix], [case.suffix], spm=True, max_prefix_tokens=78,
+                             max_suffix_tokens=38)[0]  # fmt: skip
+        middle = tokenizer(case.middle, add_special_tokens=False)["input_ids"][:8]
+        with torch.no_grad():
+            logits = tiny_llama(input_ids=torch.tensor([prompt + middle])).logits[0]  # (L, V)
+        log_probs = logits.double().log_softmax(-1)
+        total -= sum(float(log_probs[len(prompt) - 1 + i, t]) for i, t in enumerate(middle))
+        num_bytes += len(tokenizer.decode(middle).encode("utf-8"))
+    assert result.middle_nll == pytest.approx(total / len(cases), rel=1e-4)
+    assert result.middle_bits_per_byte == pytest.approx(total / math.log(2) / num_bytes, rel=1e-4)
+    assert 0.0 <= result.exact_match <= 1.0
+    with pytest.raises(ValueError, match="mode must be one of"):
+        evaluate_infilling(tiny_llama, tokenizer, cases, "middle")
+    with pytest.raises(ValueError, match="lower max_new_tokens"):
+        evaluate_infilling(tiny_llama, tokenizer, cases, "psm", max_length=16, max_new_tokens=12)

@@ -1,0 +1,203 @@
+"""The shipped accelerate configs: parsed by accelerate itself, resolved the way `accelerate launch`
+resolves them, documented, and (slow) multi_process.yaml really starts 2 communicating CPU processes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
+from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+from accelerate.utils import DistributedType
+from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+
+from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, SCRIPTS
+
+REPO = Path(__file__).resolve().parents[2]
+GLOO_SCRIPT = SCRIPTS / "allreduce_gloo.py"
+
+# name -> (distributed_type, num_processes, use_cpu, mixed_precision)
+EXPECTED = {
+    "cpu.yaml": (DistributedType.NO, 1, True, "no"),
+    "multi_process.yaml": (DistributedType.MULTI_GPU, 2, True, "no"),
+    "single_gpu.yaml": (DistributedType.NO, 1, False, "bf16"),
+    "multi_gpu.yaml": (DistributedType.MULTI_GPU, 8, False, "bf16"),
+    "fsdp2.yaml": (DistributedType.FSDP, 8, False, "bf16"),
+    "deepspeed_zero2.yaml": (DistributedType.DEEPSPEED, 8, False, "bf16"),
+    "deepspeed_zero3.yaml": (DistributedType.DEEPSPEED, 8, False, "bf16"),
+}
+# name -> which `accelerate launch` launcher the config selects
+LAUNCHER = {
+    "cpu.yaml": "simple",
+    "multi_process.yaml": "multi_gpu",
+    "single_gpu.yaml": "simple",
+    "multi_gpu.yaml": "multi_gpu",
+    "fsdp2.yaml": "fsdp",
+    "deepspeed_zero2.yaml": "deepspeed",
+    "deepspeed_zero3.yaml": "deepspeed",
+}
+
+
+def _resolve(name: str):
+    """Run accelerate's own launch-argument resolution on a config, without launching anything."""
+    parser = launch_command_parser()
+    args = parser.parse_args(["--config_file", str(CONFIG_DIR / name), "script.py"])
+    args, defaults, _ = _validate_launch_command(args)
+    return args, defaults
+
+
+def _launcher(args) -> str:
+    if args.use_deepspeed:
+        return "deepspeed"
+    if args.use_fsdp:
+        return "fsdp"
+    if args.multi_gpu:
+        return "multi_gpu"
+    return "simple"
+
+
+def test_shipped_configs_are_exactly_the_expected_set():
+    assert sorted(p.name for p in CONFIG_DIR.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_config_parses_with_accelerate_cluster_config(name):
+    config = load_config_from_file(str(CONFIG_DIR / name))
+    assert isinstance(config, ClusterConfig)
+    distributed_type, num_processes, use_cpu, mixed_precision = EXPECTED[name]
+    assert config.distributed_type == distributed_type
+    assert config.num_processes == num_processes
+    assert config.use_cpu is use_cpu
+    assert config.mixed_precision == mixed_precision
+    assert config.num_machines == 1
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_launch_resolves_to_the_intended_launcher(name):
+    args, _ = _resolve(name)
+    assert _launcher(args) == LAUNCHER[name]
+    assert args.num_processes == EXPECTED[name][1]
+    assert args.mixed_precision == EXPECTED[name][3]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_nested_keys_are_real_launch_options(name):
+    # accelerate copies nested keys onto the launch namespace without checking them, so a typo
+    # (`fsdp_versoin: 2`) would be ignored silently; every nested key must name a launch option.
+    known = vars(launch_command_parser().parse_args(["script.py"]))
+    config = load_config_from_file(str(CONFIG_DIR / name))
+    for section in ("fsdp_config", "deepspeed_config"):
+        for key in getattr(config, section):
+            option = key if section != "fsdp_config" or key.startswith("fsdp") else f"fsdp_{key}"
+            assert option in known, f"{name}: {section}.{key} is not an `accelerate launch` option"
+
+
+def test_fsdp2_config_selects_fsdp_version_2():
+    args, _ = _resolve("fsdp2.yaml")
+    env = prepare_multi_gpu_env(args)
+    assert env["ACCELERATE_USE_FSDP"] == "true"
+    assert env["FSDP_VERSION"] == "2"
+    assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
+    assert env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
+    assert env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+
+
+@pytest.mark.parametrize("name, stage", [("deepspeed_zero2.yaml", "2"), ("deepspeed_zero3.yaml", "3")])
+def test_deepspeed_configs_select_their_zero_stage(name, stage):
+    # Resolved without DeepSpeed installed: only its launcher needs the package.
+    args, defaults = _resolve(name)
+    args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)
+    _, env = prepare_deepspeed_cmd_env(args)
+    assert env["ACCELERATE_USE_DEEPSPEED"] == "true"
+    assert env["ACCELERATE_DEEPSPEED_ZERO_STAGE"] == stage
+    assert env["ACCELERATE_DEEPSPEED_ZERO3_INIT"] == ("true" if stage == "3" else "false")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_config_is_documented(name):
+    lines = (CONFIG_DIR / name).read_text(encoding="utf-8").splitlines()
+    header = [line for line in lines if line.startswith("#")]
+    command = (
+        f"accelerate launch --config_file recipes/accelerate_configs/{name} "
+        "recipes/pretrain.py --config recipes/configs/clm/demo.yaml"
+    )
+    assert lines[0].startswith(f"# {name}:"), "the header opens with the file name and its purpose"
+    assert any(command in line for line in header), f"{name}: header lacks the launch command"
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("#") and not line.rstrip().endswith(":"):
+            assert " # " in line, f"{name}: key without a comment: {line!r}"
+
+
+def _launch(*script_args: str) -> list[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--config_file", str(CONFIG_DIR / "multi_process.yaml"),
+        str(GLOO_SCRIPT), *script_args,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return sorted(re.findall(r"rank=\d+ world_size=\d+ backend=\w+ (?:sum|type)=\w+", done.stdout))
+
+
+@pytest.mark.slow
+def test_multi_process_config_all_reduces_over_two_gloo_processes():
+    assert _launch() == [
+        "rank=0 world_size=2 backend=gloo sum=3",
+        "rank=1 world_size=2 backend=gloo sum=3",
+    ]
+
+
+@pytest.mark.slow
+def test_multi_process_config_gives_trainer_a_two_rank_cpu_group():
+    # What the recipes rely on: TrainingArguments(use_cpu=True) under this config is data parallel.
+    assert _launch("--training-arguments") == [
+        "rank=0 world_size=2 backend=gloo type=MULTI_CPU",
+        "rank=1 world_size=2 backend=gloo type=MULTI_CPU",
+    ]
+
+
+# What each shipped config does when launched on this CPU-only machine: (extra launch flags, world
+# size, mixed precision), or why it cannot run here. GPU configs run with their own mixed precision
+# on CPU autocast; accelerate maps FSDP to CPU data parallelism (FSDP2 itself is tested with
+# fully_shard in test_fsdp2.py).
+CPU_RUNS = {
+    "cpu.yaml": ([], 1, "no"),
+    "multi_process.yaml": ([], 2, "no"),
+    "single_gpu.yaml": ([], 1, "bf16"),
+    "multi_gpu.yaml": (["--num_processes", "2"], 2, "bf16"),
+    "fsdp2.yaml": (["--num_processes", "2"], 2, "bf16"),
+}
+NOT_ON_CPU = {
+    "deepspeed_zero2.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
+    "deepspeed_zero3.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
+}
+
+
+def test_every_shipped_config_is_either_run_on_cpu_or_says_why_not():
+    assert set(CPU_RUNS) | set(NOT_ON_CPU) == set(EXPECTED)
+    assert not set(CPU_RUNS) & set(NOT_ON_CPU)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CPU_RUNS))
+def test_shipped_config_launches_a_two_step_pretrain_run_on_cpu(name, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    flags, world_size, mixed_precision = CPU_RUNS[name]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG_DIR / name), *flags,
+               str(REPO / "recipes" / "pretrain.py"), *QUICK_PRETRAIN, "--output_dir", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.count("== clm run written to") == 1  # written and printed by the main process only
+    args = torch.load(tmp_path / "training_args.bin", weights_only=False)
+    assert (args.world_size, args.mixed_precision) == (world_size, mixed_precision)
+    weights = load_file(tmp_path / "model.safetensors")
+    assert weights and all(torch.isfinite(t).all() for t in weights.values())
+    assert (tmp_path / "README.md").exists() and (tmp_path / "metrics.json").exists()

@@ -1,0 +1,84 @@
+"""The recipe side of the auxiliary objectives: the shipped configs, the model builder, a wired run."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from transformers import AutoModelForCausalLM, ElectraForPreTraining, TrainingArguments
+
+from hf_lmobj.recipes.support.auxiliary_pretraining import (
+    AUXILIARY_BASE_OBJECTIVE,
+    AuxiliaryArguments,
+    build_pretraining_model,
+    token_predictor,
+)
+from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
+from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
+from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
+from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from tests.testing_utils import CONFIGS, ROOT, load_recipe
+
+AUXILIARY_CONFIGS = [c for c in CONFIGS if re.search(r"^auxiliary_objective:", c.read_text(), re.M)]
+TINY = ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)
+
+
+def _parse(config, *extra):
+    recipe = load_recipe()
+    return parse_args_with_config(
+        (DataArguments, ModelArguments, AuxiliaryArguments, recipe.ReportArguments, RuntimeArguments, TrainingArguments),
+        ["--config", str(config), *extra],
+    )
+
+
+def test_both_auxiliary_configs_ship():
+    assert sorted(c.relative_to(ROOT / "recipes/configs").as_posix() for c in AUXILIARY_CONFIGS) == [
+        "clm/mtp_demo.yaml", "mlm/electra_tiny.yaml"]
+
+
+@pytest.mark.parametrize("config", AUXILIARY_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_auxiliary_configs_parse_with_the_auxiliary_arguments(config):
+    data, model, aux, report, runtime, train = _parse(config)
+    assert AUXILIARY_BASE_OBJECTIVE[aux.auxiliary_objective] == data.objective == config.parent.name
+    text = config.read_text()
+    assert text.startswith("#") and "recipes/pretrain.py --config " + str(config.relative_to(ROOT)) in text
+    keys = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    assert all("#" in line for line in keys), "every key carries a comment"
+
+
+def test_builder_refuses_mismatched_settings(tokenizer):
+    with pytest.raises(ValueError, match="set objective: clm"):
+        build_pretraining_model("mlm", tokenizer, TINY, AuxiliaryArguments("mtp"))
+    with pytest.raises(ValueError, match="model_type: electra"):
+        build_pretraining_model("mlm", tokenizer, ModelArguments(model_type="bert"), AuxiliaryArguments("electra"))
+    with pytest.raises(ValueError, match="auxiliary_objective"):
+        AuxiliaryArguments("t5")
+    with pytest.raises(ValueError, match="architecture"):
+        AuxiliaryArguments("mtp", mtp_architecture="tree")
+    assert type(build_pretraining_model("clm", tokenizer, TINY)).__name__ == "LlamaForCausalLM"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective,aux", [("clm", "mtp"), ("mlm", "electra")])
+def test_a_wired_run_trains_evaluates_and_saves_a_stock_model(objective, aux, tokenizer, corpus, tmp_path, one_torch_thread):
+    """What recipes/pretrain.py does once wired (see the report of issue 16), a few steps."""
+    model = build_pretraining_model(objective, tokenizer, TINY, AuxiliaryArguments(aux, mtp_num_depths=2))
+    data = prepare_objective_data(objective, tokenizer, corpus, DataArguments(objective=objective, max_length=64,
+                                  max_eval_rows=8), model)  # fmt: skip
+    args = TrainingArguments(str(tmp_path), max_steps=3, per_device_train_batch_size=4, per_device_eval_batch_size=4,
+                             learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no", logging_steps=1,
+                             remove_unused_columns=False, disable_tqdm=True)  # fmt: skip
+    trainer = AuxiliaryObjectiveTrainer(model=model, args=args, data_collator=data.collator,
+                                        train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
+                                        callbacks=data.callbacks)  # fmt: skip
+    trainer.train()
+    metrics = trainer.evaluate()
+    assert metrics["eval_loss"] > 0
+    assert trainer.model.num_parameters() > token_predictor(trainer.model).num_parameters()
+    trainer.save_model(str(tmp_path / "out"))
+    stock_class = AutoModelForCausalLM if aux == "mtp" else ElectraForPreTraining
+    stock = stock_class.from_pretrained(tmp_path / "out")
+    assert type(stock) is type(trainer.model.stock_model)
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert ("mtp_depth_2_loss" if aux == "mtp" else "rtd_loss") in logged[-1]

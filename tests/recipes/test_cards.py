@@ -1,0 +1,268 @@
+"""Model cards: rendered per objective, parsed back by huggingface_hub, numbers equal to the run's
+metrics file, a real PNG loss curve, and a "How to use" snippet that runs against a saved model."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+import struct
+import zlib
+
+import pytest
+import torch
+import transformers
+from huggingface_hub import ModelCard
+from PIL import Image
+
+from hf_lmobj.recipes.support.cards import OBJECTIVES, plot_loss_curve, split_metrics, write_model_card
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+LOG_HISTORY = [{"step": s, "loss": 6.0 - s / 10, "learning_rate": 1e-3} for s in range(1, 21)] + [
+    {"step": 10, "eval_loss": 5.2},
+    {"step": 20, "eval_loss": 4.9},
+]
+HYPERPARAMETERS = {"mlm_probability": 0.15, "noise_density": 0.15, "mean_noise_span_length": 3.0,
+                   "packing_efficiency": 0.9873, "learning_rate": 0.001, "max_steps": 20}  # fmt: skip
+# metric key -> model-index metric type, written out independently of hf_lmobj.recipes.support.cards
+EXPECTED_TYPES = {"eval_loss": "loss", "eval_perplexity": "perplexity", "eval_bits_per_byte": "bits_per_byte",
+                  "eval_masked_accuracy": "accuracy", "test_perplexity": "perplexity"}  # fmt: skip
+STATISTICS = {"train_loss": 5.1, "tokens_seen": 81920, "bytes_seen": 301234, "eval_runtime": 0.8, "epoch": 1.0}
+
+
+def _run_metrics() -> dict:
+    eval_loss = 4.9
+    return {
+        "eval_loss": eval_loss,
+        "eval_perplexity": math.exp(eval_loss),
+        "eval_bits_per_byte": eval_loss * 81920 / 301234 / math.log(2),
+        "eval_masked_accuracy": 0.3125,
+        "test_perplexity": 140.25,
+        **STATISTICS,
+    }
+
+
+def _write(tmp_path, objective, metrics, **kwargs):
+    return write_model_card(tmp_path, objective=objective, metrics=metrics, hyperparameters=HYPERPARAMETERS,
+                            model_name=f"tiny-{objective}", dataset_name="python-stdlib", **kwargs)  # fmt: skip
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_card_round_trips_with_metrics_file_numbers(tmp_path, objective):
+    # What a recipe does: write metrics.json, then render the card from the file's contents.
+    (tmp_path / "metrics.json").write_text(json.dumps(_run_metrics()))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    _write(tmp_path, objective, metrics, base_model="org/base", log_history=LOG_HISTORY, extra={"seed": 7})
+
+    card = ModelCard.load(tmp_path / "README.md")
+    data = card.data
+    assert data.library_name == "transformers"
+    assert data.license == "apache-2.0"
+    assert data.datasets == ["python-stdlib"]
+    assert data.base_model == "org/base"
+    assert {"hf_lmobj", objective} <= set(data.tags)
+    assert data.model_name == f"tiny-{objective}"
+    got = {(r.metric_type, r.dataset_split): r.metric_value for r in data.eval_results}
+    want = {(t, "test" if k.startswith("test_") else "validation"): metrics[k] for k, t in EXPECTED_TYPES.items()}
+    assert got == want  # exact equality: the YAML carries the file's floats unchanged
+    assert len(data.eval_results) == len(EXPECTED_TYPES)  # run statistics stay out of the model-index
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_card_body_has_every_section(tmp_path, objective):
+    card = _write(tmp_path, objective, _run_metrics(), log_history=LOG_HISTORY, extra={"seed": 7})
+    text = (tmp_path / "README.md").read_text()
+    assert text == str(card)
+    first = "## Task" if objective == "sequence_classification" else "## Objective"
+    for heading in (first, "## Evaluation", "## Training curve", "## How to use", "## Framework versions"):
+        assert f"\n{heading}\n" in text
+    for key in HYPERPARAMETERS:
+        assert f"| `{key}` |" in text
+    assert "| `packing_efficiency` | 0.9873 |" in text
+    assert "| `tokens_seen` | 81,920 |" in text and "| `bytes_seen` | 301,234 |" in text
+    assert f"| Perplexity | validation | {math.exp(4.9):.6g} |" in text
+    assert "![Training and evaluation loss against the optimizer step](loss_curve.png)" in text
+    assert f"- torch {torch.__version__}\n" in text and f"- transformers {transformers.__version__}\n" in text
+    assert "- **seed:** 7" in text
+    assert "from scratch" in text
+    assert "{{" not in text and "{%" not in text
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from the IHDR chunk, checking its CRC (PNG spec, section 5.3)."""
+    assert data[:8] == PNG_SIGNATURE
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    body = data[16 : 16 + length]
+    (crc,) = struct.unpack(">I", data[16 + length : 20 + length])
+    assert crc == zlib.crc32(kind + body)
+    width, height = struct.unpack(">II", body[:8])
+    return width, height
+
+
+def test_loss_curve_png_is_valid(tmp_path):
+    _write(tmp_path, "clm", _run_metrics(), log_history=LOG_HISTORY)
+    data = (tmp_path / "loss_curve.png").read_bytes()
+    assert _png_size(data) == (640, 400)  # figsize 6.4 x 4.0 inches at 100 dpi
+    with Image.open(tmp_path / "loss_curve.png") as image:
+        image.verify()  # full decode check of every chunk
+    assert data[-12:] == b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+def test_loss_curve_draws_eval_points_when_present(tmp_path):
+    train_only = [e for e in LOG_HISTORY if "loss" in e]
+    a = plot_loss_curve(train_only, tmp_path / "a.png", title="t")
+    b = plot_loss_curve(LOG_HISTORY, tmp_path / "b.png", title="t")
+    c = plot_loss_curve(list(train_only), tmp_path / "c.png", title="t")
+    assert a.read_bytes() == c.read_bytes()  # deterministic rendering
+    assert a.read_bytes() != b.read_bytes()  # the eval series changes the picture
+
+
+def test_no_loss_history_means_no_png_and_says_so(tmp_path):
+    _write(tmp_path, "mlm", {"eval_loss": 3.0}, log_history=[{"step": 1, "learning_rate": 1e-3}])
+    assert not (tmp_path / "loss_curve.png").exists()
+    assert "No loss history was recorded." in (tmp_path / "README.md").read_text()
+
+
+def test_no_eval_results_gives_a_card_without_model_index(tmp_path):
+    _write(tmp_path, "span", {"train_loss": 2.0})
+    card = ModelCard.load(tmp_path / "README.md")
+    assert "model-index" not in card.content.split("---")[1]
+    assert not card.data.eval_results
+
+
+def test_split_metrics_hand_worked():
+    results, stats = split_metrics({"eval_loss": 1.5, "loss": 9.0, "perplexity": 4.5, "eval_f1": 0.5,
+                                    "eval_samples_per_second": 3.0, "eval_num_tokens": 9, "test_accuracy": 1,
+                                    "train_loss": 2.0, "validation_bits_per_byte": 1.75, "validation_bytes": 80})  # fmt: skip
+    assert results == {
+        "eval_loss": ("loss", "Loss (nats per target token)", "validation", 1.5),
+        "perplexity": ("perplexity", "Perplexity", "validation", 4.5),
+        "eval_f1": ("f1", "F1", "validation", 0.5),
+        "test_accuracy": ("accuracy", "Accuracy", "test", 1),
+        "validation_bits_per_byte": ("bits_per_byte", "Bits per byte", "validation", 1.75),
+    }
+    assert stats == {"loss": 9.0, "eval_samples_per_second": 3.0, "eval_num_tokens": 9, "train_loss": 2.0,
+                     "validation_bytes": 80}  # fmt: skip
+
+
+def test_bad_objective_is_a_clear_value_error(tmp_path):
+    with pytest.raises(ValueError, match=r"objective must be one of \[.*'clm'.*'mlm'.*'span'.*\], got 'gpt'"):
+        _write(tmp_path, "gpt", {})
+    assert not (tmp_path / "README.md").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"metrics": {"eval_loss": "2.0"}}, TypeError, r"metrics\['eval_loss'\] must be a real number"),
+        ({"metrics": {"eval_loss": True}}, TypeError, r"metrics\['eval_loss'\]"),
+        ({"metrics": [("eval_loss", 2.0)]}, TypeError, "metrics must be a dict"),
+        ({"log_history": [{"loss": 2.0}]}, ValueError, r"log_history\[0\] has 'loss' but no 'step'"),
+        ({"log_history": [3.0]}, TypeError, r"log_history\[0\] must be a dict"),
+        ({"model_name": " "}, ValueError, "model_name must be a non-empty string"),
+    ],
+)
+def test_bad_inputs_name_the_field(tmp_path, kwargs, error, match):
+    arguments = {"objective": "clm", "metrics": {}, "hyperparameters": {}, "model_name": "m", "dataset_name": "d"}
+    with pytest.raises(error, match=match):
+        write_model_card(tmp_path, **{**arguments, **kwargs})
+
+
+def test_plot_without_losses_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="no 'loss' or 'eval_loss'"):
+        plot_loss_curve([{"step": 1, "learning_rate": 0.1}], tmp_path / "x.png")
+
+
+def test_template_dir_override(tmp_path):
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    template = "---\n{{ card_data }}\n---\n\nCustom card for {{ model_name }} ({{ objective }}).\n"
+    (templates / "span.md").write_text(template)
+    _write(tmp_path / "out", "ul2", {"eval_loss": 1.25}, template_dir=templates)
+    card = ModelCard.load(tmp_path / "out" / "README.md")
+    assert card.text.strip() == "Custom card for tiny-ul2 (ul2)."
+    assert [r.metric_value for r in card.data.eval_results] == [1.25]
+    with pytest.raises(FileNotFoundError, match=r"clm\.md not found; pass template_dir"):
+        _write(tmp_path / "out", "clm", {}, template_dir=templates)
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_pipeline_tag_names_a_transformers_pipeline_or_is_absent(tmp_path, objective):
+    _write(tmp_path, objective, {"eval_loss": 1.0})
+    tag = ModelCard.load(tmp_path / "README.md").data.pipeline_tag
+    if OBJECTIVES[objective].auto_class == "AutoModelForSeq2SeqLM":  # transformers 5 has no text2text pipeline
+        assert tag is None
+    else:
+        assert tag in transformers.pipelines.SUPPORTED_TASKS
+
+
+def test_a_local_starting_model_is_named_in_the_text_never_as_base_model(tmp_path):
+    local = tmp_path / "out" / "clm-demo"
+    local.mkdir(parents=True)
+    _write(tmp_path / "card", "clm", {"eval_loss": 1.0}, base_model=str(local))
+    card = ModelCard.load(tmp_path / "card" / "README.md")
+    assert card.data.base_model is None
+    assert f"starting from the local model `{local}`" in card.text and "from scratch" not in card.text
+    _write(tmp_path / "hub", "clm", {"eval_loss": 1.0}, base_model="org/base")
+    assert "[`org/base`](https://huggingface.co/org/base)" in (tmp_path / "hub" / "README.md").read_text()
+
+
+PEFT_CARD = "---\nbase_model: {base}\nlibrary_name: peft\npipeline_tag: text-generation\ntags:\n- base_model:adapter:{base}\n- lora\n- transformers\n---\n\n# Model Card for Model ID\n"
+
+
+@pytest.mark.parametrize("base", ["org/base", "LOCAL"])
+def test_an_adapter_card_keeps_what_peft_wrote(tmp_path, base):
+    base = str(tmp_path) if base == "LOCAL" else base
+    (tmp_path / "README.md").write_text(PEFT_CARD.format(base=base))
+    _write(tmp_path, "clm", {"eval_loss": 1.0}, base_model=base)
+    data = ModelCard.load(tmp_path / "README.md").data
+    assert data.library_name == "peft"
+    assert {"lora", "transformers", "hf_lmobj", "clm"} <= set(data.tags)
+    hub = base == "org/base"
+    assert data.base_model == ("org/base" if hub else None)
+    assert (f"base_model:adapter:{base}" in data.tags) is hub  # a local folder is no Hub reference
+    _write(tmp_path, "mlm", {"eval_loss": 1.0})  # a rerun replaces our own card instead of merging it
+    assert "clm" not in ModelCard.load(tmp_path / "README.md").data.tags
+
+
+def _tiny_model(objective, tokenizer):
+    """A stock architecture at hidden size 32, 2 layers, sized to the local tokenizer."""
+    ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+           "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}  # fmt: skip
+    if objective == "clm":
+        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, **ids)
+        return transformers.GPT2LMHeadModel(config)
+    if objective in ("mlm", "sequence_classification"):
+        config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                         intermediate_size=64, max_position_embeddings=128, **ids)  # fmt: skip
+        if objective == "mlm":
+            return transformers.BertForMaskedLM(config)
+        return transformers.BertForSequenceClassification(config)
+    if objective == "span":
+        config = transformers.T5Config(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
+                                       decoder_start_token_id=tokenizer.pad_token_id, **ids)  # fmt: skip
+        return transformers.T5ForConditionalGeneration(config)
+    config = transformers.BartConfig(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+                                     decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                     max_position_embeddings=128, decoder_start_token_id=tokenizer.eos_token_id,
+                                     **ids)  # fmt: skip
+    return transformers.BartForConditionalGeneration(config)
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm", "span", "bart", "sequence_classification"])
+def test_how_to_use_snippet_runs_on_a_saved_model(tmp_path, tokenizer, objective):
+    model = _tiny_model(objective, tokenizer)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    _write(tmp_path, objective, {"eval_loss": 2.0})
+    text = (tmp_path / "README.md").read_text()
+    (snippet,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert f'model_id = "tiny-{objective}"' in snippet
+    snippet = snippet.replace(f'model_id = "tiny-{objective}"', f"model_id = {str(tmp_path)!r}")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(snippet, "card-snippet", "exec"), {})
+    assert out.getvalue().strip(), "the snippet prints its result"

@@ -1,0 +1,80 @@
+"""Helpers shared by several test modules (import them from here, never from another test module)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+from distributed_step import build_model, build_rows, stack_rows
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO
+RECIPES = REPO / "recipes"
+SCRIPTS = REPO / "tests" / "scripts"
+
+
+def load_recipe():
+    spec = importlib.util.spec_from_file_location("pretrain_recipe", ROOT / "recipes" / "pretrain.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+QUICK = [
+    "--max_documents", "200", "--vocab_size", "1024", "--hidden_size", "32", "--num_hidden_layers", "2",
+    "--num_attention_heads", "2", "--max_length", "64", "--max_position_embeddings", "64",
+    "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4", "--max_eval_rows", "8",
+    "--logging_steps", "1", "--eval_steps", "2", "--learning_rate", "1e-3",
+]
+
+
+CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
+
+
+def real(row: torch.Tensor, mask: torch.Tensor | None = None) -> list[int]:
+    return row[mask.bool()].tolist() if mask is not None else row[row != -100].tolist()
+
+
+def reconstruct(input_ids: list[int], labels: list[int], sentinels: set[int], eos: int) -> list[int]:
+    """Put every span of ``labels`` back at its sentinel in ``input_ids``."""
+    spans: dict[int, list[int]] = {}
+    current = None
+    for token in labels:
+        if token == -100:
+            break
+        if token in sentinels:
+            assert token not in spans, "a sentinel appears twice in one row"
+            current = spans.setdefault(token, [])
+        elif token == eos:
+            current = None
+        else:
+            current.append(token)
+    out: list[int] = []
+    for token in input_ids:
+        out.extend(spans.pop(token) if token in sentinels else [token])
+    assert not spans, "a target span has no sentinel in the input"
+    return out
+
+
+def reference_update(objective: str) -> torch.Tensor:
+    """-lr * grad of the stock model's own loss on the full batch of 8 (lr 1, plain SGD)."""
+    model = build_model(objective)
+    model(**stack_rows(build_rows(objective))).loss.backward()
+    return torch.cat([-p.grad.reshape(-1) for p in model.parameters()])
+
+
+OBJECTIVES = ["causal", "masked", "seq2seq"]
+
+
+QUICK_PRETRAIN = [
+    "--config", str(REPO / "recipes/configs/clm/demo.yaml"), "--max_documents", "200", "--vocab_size", "512",
+    "--hidden_size", "32", "--num_hidden_layers", "2", "--num_attention_heads", "2", "--max_length", "64",
+    "--max_position_embeddings", "128", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
+    "--max_eval_rows", "8", "--logging_steps", "1", "--max_steps", "2", "--sample_max_new_tokens", "8",
+]
+
+
+CONFIG_DIR = REPO / "recipes" / "accelerate_configs"
