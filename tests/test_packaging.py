@@ -1,0 +1,155 @@
+"""The package as users install it: a core without the recipe extras, and a wheel that runs the recipes.
+
+Each test builds a fresh virtual environment whose only site directory is a filtered view of this
+environment's (symlinks, no download): the wheel test installs the freshly built wheel into it and
+runs the recipes from an empty directory by config name; the core test leaves out the ``[recipes]``
+extra (peft, jinja2, matplotlib) and imports and uses the core.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.testing_utils import QUICK, REPO
+
+RECIPE_EXTRA = ("peft", "jinja2", "matplotlib", "mpl_toolkits", "pylab")
+
+
+def _distribution(entry: str) -> str:
+    """``peft-0.21.dist-info`` / ``peft`` / ``pylab.py`` -> ``peft`` (lower case, ``-`` as ``_``)."""
+    return entry.split("-")[0].split(".")[0].lower().replace("-", "_")
+
+
+def _venv(root: Path, leave_out: tuple[str, ...]) -> Path:
+    """A venv seeing this environment's site-packages minus ``leave_out`` and minus hf_lmobj itself."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    view = root / "site_view"
+    view.mkdir()
+    skip = {*leave_out, "hf_lmobj", "__editable__", "__editable___hf_lmobj_0_1_0_finder"}
+    for source in (Path(p) for p in site.getsitepackages()):
+        for entry in source.iterdir():
+            name = _distribution(entry.name)
+            if name in skip or entry.name.startswith("__editable__") or entry.suffix == ".pth":
+                continue
+            if not (view / entry.name).exists():
+                (view / entry.name).symlink_to(entry)
+    python = root / "bin" / "python"
+    own_site = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    (Path(own_site) / "deps_view.pth").write_text(f"{view}\n")
+    return python
+
+
+def _clean_env() -> dict[str, str]:
+    """No PYTHONPATH (it could put a clone ahead of the installed package), no Hub access."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _run(python: Path, args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(python), *args], cwd=cwd, env=_clean_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    return done
+
+
+CORE_USE = """
+import sys
+import torch
+import hf_lmobj
+from hf_lmobj import DataCollatorForCausalLM, DataCollatorForMaskedLM, ObjectiveTrainer, build_tokenizer
+from hf_lmobj import linear_cross_entropy, load_metric, pack_dataset, sampling_generate_kwargs
+for name in ("peft", "jinja2", "matplotlib"):
+    try:
+        __import__(name)
+    except ImportError:
+        continue
+    raise SystemExit(f"{name} is importable: the venv is not core-only")
+tokenizer = build_tokenizer(vocab_size=512, max_documents=50)
+a, b = (tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("def f(x):", "return x"))
+batch = DataCollatorForCausalLM(tokenizer, max_length=64, packing=True)([{"input_ids": a}, {"input_ids": b}])
+assert batch["position_ids"].shape[0] == 1 and int((batch["position_ids"] == 0).sum()) == 2, batch  # one row, two documents
+masked = DataCollatorForMaskedLM(tokenizer, seed=0)([{"input_ids": a * 8}])
+assert masked["labels"].shape == (1, len(a) * 8)
+print("ppl", round(load_metric("perplexity").compute(nll=[3.912], num_tokens=[3])["perplexity"], 2))
+print("modules", sorted(m for m in sys.modules if m.startswith("hf_lmobj.recipes")))
+"""
+
+
+def test_core_imports_and_works_without_the_recipe_extras(tmp_path):
+    python = _venv(tmp_path / "venv", RECIPE_EXTRA)
+    done = _run(python, ["-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); exec({CORE_USE!r})"], tmp_path)
+    assert "ppl 3.68" in done.stdout
+    assert "modules []" in done.stdout, "the core imported the recipes"
+
+
+def _build_wheel(out: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                    str(REPO)], check=True, capture_output=True, timeout=300)
+    (wheel,) = out.glob("hf_lmobj-*.whl")
+    return wheel
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_recipes_configs_and_cards_and_runs_them_by_config_name(tmp_path):
+    wheel = _build_wheel(tmp_path / "dist")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = [*(REPO / "recipes").rglob("*.yaml"), *(REPO / "recipes").rglob("*.py"), *(REPO / "model_cards").glob("*.md")]
+    for path in shipped:
+        relative = path.relative_to(REPO)
+        assert f"hf_lmobj/{relative}" in names, f"{relative} is not in the wheel"
+    python = _venv(tmp_path / "venv", ())
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+                   check=True, capture_output=True, timeout=300, env=_clean_env())
+    empty = tmp_path / "work"
+    empty.mkdir()
+    for config in ("clm/demo", "mlm/bert_tiny", "span/t5_tiny"):
+        out = empty / config.replace("/", "_")
+        _run(python, ["-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+                      "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_lmobj.recipes.pretrain",
+                      "--config", config, "--max_steps", "2", *QUICK, "--output_dir", str(out)], empty)
+        for produced in ("model.safetensors", "metrics.json", "loss_curve.png", "README.md"):
+            assert (out / produced).is_file(), f"{config}: no {produced}"
+        assert "hf_lmobj" in (out / "README.md").read_text()
+    location = _run(python, ["-c", "import hf_lmobj; print(hf_lmobj.__file__)"], empty).stdout
+    assert str(REPO) not in location, "the test ran the clone, not the wheel"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_the_core_never_imports_the_recipes_or_their_extras():
+    for path in (REPO / "hf_lmobj").rglob("*.py"):
+        for name in _imported_modules(path):
+            top = name.split(".")[0]
+            assert not name.startswith("hf_lmobj.recipes"), f"{path.relative_to(REPO)} imports {name}"
+            assert top not in {"peft", "yaml", "jinja2", "matplotlib"}, f"{path.relative_to(REPO)} imports {name}"
+
+
+def test_every_folder_of_the_package_is_listed_for_the_wheel():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, mapped = set(config["packages"]), config["package-dir"]
+    roots = {"hf_lmobj": REPO / "hf_lmobj", **{name: REPO / folder for name, folder in mapped.items()}}
+    for package, root in roots.items():
+        for folder in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+            if folder.name == "__pycache__" or not any(f.is_file() and f.suffix != ".pyc" for f in folder.iterdir()):
+                continue
+            name = ".".join([package, *folder.relative_to(root).parts])
+            assert name in listed, f"{folder.relative_to(REPO)} ({name}) is missing from [tool.setuptools] packages"
