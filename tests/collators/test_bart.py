@@ -126,11 +126,17 @@ def test_collator_outputs_for_bart(tokenizer):
         assert source[0] == bos and source[-1] == eos and tokenizer.mask_token_id in source
     expected = shift_tokens_right(batch["labels"], config.pad_token_id, config.decoder_start_token_id)
     assert torch.equal(batch["decoder_input_ids"], expected)
-    out = model(**batch)
-    manual = torch.nn.functional.cross_entropy(
-        out.logits.reshape(-1, out.logits.shape[-1]), batch["labels"].reshape(-1), ignore_index=-100
-    )
-    torch.testing.assert_close(out.loss, manual)
+    # Padding, position by position (filtering -100 above would hide a pad id among the labels,
+    # which the model's loss would then train on): labels end in -100, inputs in pad under mask 0.
+    pad = tokenizer.pad_token_id
+    for row, feature in enumerate(features):
+        labels, inputs = batch["labels"][row].tolist(), batch["input_ids"][row].tolist()
+        target = [bos] + feature["input_ids"]
+        assert labels == target + [-100] * (len(labels) - len(target))
+        m = int(batch["attention_mask"][row].sum())
+        assert batch["attention_mask"][row].tolist() == [1] * m + [0] * (len(inputs) - m)
+        assert inputs[m:] == [pad] * (len(inputs) - m) and pad not in inputs[:m]
+    assert batch["labels"].eq(-100).any()  # the shorter row is padded: the checks above bite
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -84,7 +84,22 @@ def test_encoder_decoder_model_takes_ul2_batches(tokenizer):
     collator = DataCollatorForUL2(tokenizer, model=model, seed=0)
     batch = collator([{"input_ids": list(range(300, 300 + n))} for n in (30, 80, 55)])
     assert torch.equal(batch["decoder_input_ids"], model._shift_right(batch["labels"]))
-    assert torch.isfinite(model(**batch).loss)
+    # Padding, position by position: a padded label is -100 (never the pad id, which a seq2seq loss
+    # would train on), a padded input is the pad id under a 0 in the attention mask.
+    modes = {tokenizer.convert_tokens_to_ids(t) for t in ("[R]", "[S]", "[X]")}
+    sentinels, eos, pad = set(sentinel_token_ids(tokenizer)), tokenizer.eos_token_id, tokenizer.pad_token_id
+    for row, n in enumerate((30, 80, 55)):
+        labels, inputs = batch["labels"][row].tolist(), batch["input_ids"][row].tolist()
+        mask = batch["attention_mask"][row].tolist()
+        k, m = labels.index(-100) if -100 in labels else len(labels), sum(mask)
+        assert labels[k:] == [-100] * (len(labels) - k) and -100 not in labels[:k] and labels[k - 1] == eos
+        assert mask == [1] * m + [0] * (len(mask) - m) and inputs[m:] == [pad] * (len(inputs) - m)
+        assert inputs[0] in modes and inputs[m - 1] == eos
+        original = list(range(300, 300 + n))
+        if sentinels.isdisjoint(inputs):  # [S], prefix LM: the input is a prefix, the label the rest
+            assert inputs[1 : m - 1] + labels[: k - 1] == original
+        else:
+            assert reconstruct(inputs[1 : m - 1], labels[:k], sentinels, eos) == original
 
 
 def tiny_llama(vocab_size: int) -> LlamaForCausalLM:

@@ -251,14 +251,24 @@ def test_generate_samples_exactly_like_a_custom_loop():
     assert torch.equal(generated, ids)
 
 
-def test_seeded_sampling_is_reproducible():
+def test_a_generator_alone_decides_the_draws_and_leaves_the_global_rng_alone():
+    """With ``generator=`` the global RNG neither decides the draw nor advances; without it, it does."""
     logits = torch.zeros(64, 1000)
 
-    def draw(seed: int) -> torch.Tensor:
-        return sample_next_token(logits, top_p=0.9, generator=torch.Generator().manual_seed(seed))
+    def draw(seed: int | None, global_seed: int) -> tuple[torch.Tensor, bool]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(global_seed)
+            before = torch.get_rng_state()
+            generator = None if seed is None else torch.Generator().manual_seed(seed)
+            tokens = sample_next_token(logits, top_p=0.9, generator=generator)
+            return tokens, torch.equal(torch.get_rng_state(), before)
 
-    assert torch.equal(draw(7), draw(7))
-    assert not torch.equal(draw(7), draw(8))
+    (a, untouched), (b, _) = draw(7, global_seed=0), draw(7, global_seed=1)
+    assert untouched  # the global RNG did not advance
+    assert torch.equal(a, b)  # another global seed, the same draws: only the generator counts
+    assert not torch.equal(a, draw(8, global_seed=0)[0])  # another generator seed, other draws
+    (c, untouched), (d, _) = draw(None, global_seed=0), draw(None, global_seed=1)
+    assert not untouched and not torch.equal(c, d)  # no generator: the global RNG draws
 
 
 # --- validation, NaN, -inf, dtypes --------------------------------------------------------------

@@ -19,7 +19,6 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_lmobj.metrics import GRADIO_SDK_VERSION, METRIC_NAMES, export_space, load, metric_path
-from hf_lmobj.metrics.scoring import score_texts
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,20 +89,49 @@ def test_add_batch_and_add_accumulate_like_one_compute(perplexity, bits_per_byte
     assert bits_per_byte.compute()["bits_per_byte"] == pytest.approx(3.0 / math.log(2) / 6)
 
 
+def naive_nll(model, ids: list[int], max_length: int, stride: int) -> float:
+    """Summed -log p(token) over ids[1:], each token scored once by the textbook strided loop.
+
+    Written out independently of ``hf_lmobj.metrics.scoring``: one forward pass per window, a
+    float64 log-softmax over its logits and a Python loop over the targets the window scores.
+    """
+    total, done, last = 0.0, 0, len(ids) - 1
+    while done < last:
+        end = min(done + (max_length if done == 0 else stride), last)  # targets done+1 .. end
+        begin = max(0, end - max_length)
+        with torch.no_grad():
+            logp = model(torch.tensor([ids[begin:end]])).logits[0].double().log_softmax(-1)
+        for target in range(done + 1, end + 1):
+            total -= logp[target - 1 - begin, ids[target]].item()  # logit at t - 1 predicts token t
+        done = end
+    return total
+
+
+def with_bos(tokenizer, text: str) -> list[int]:
+    return [tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
 def test_bits_per_byte_from_a_model_counts_utf8_bytes_of_chinese_text(bits_per_byte, perplexity, gpt2, tokenizer):
     texts = ["你好，世界！今天天气很好。", "def 函数(x):\n    return x  # 返回\n"]
-    scores = score_texts(gpt2, tokenizer, texts, progress=False)
-    result = bits_per_byte.compute(predictions=texts, model=gpt2, tokenizer=tokenizer, progress=False)
+    ids = [with_bos(tokenizer, t) for t in texts]
+    assert all(len(row) <= gpt2.config.n_positions for row in ids)  # one window: the whole text in context
+    nll = [naive_nll(gpt2, row, gpt2.config.n_positions, gpt2.config.n_positions) for row in ids]
     num_bytes = [len(t.encode("utf-8")) for t in texts]
     assert num_bytes[0] == 3 * len(texts[0])  # every CJK character and full-width mark is 3 bytes
+    result = bits_per_byte.compute(predictions=texts, model=gpt2, tokenizer=tokenizer, progress=False)
     assert result["num_bytes"] == sum(num_bytes)
-    assert result["nll"] == pytest.approx(sum(s.nll for s in scores), rel=1e-6)
-    assert result["bits_per_byte"] == pytest.approx(sum(s.nll for s in scores) / math.log(2) / sum(num_bytes))
-    assert result["bits_per_byte_per_text"][0] == pytest.approx(scores[0].nll / math.log(2) / num_bytes[0])
+    assert result["nll"] == pytest.approx(sum(nll), rel=1e-5)
+    assert result["bits_per_byte"] == pytest.approx(sum(nll) / math.log(2) / sum(num_bytes), rel=1e-5)
+    assert result["bits_per_byte_per_text"] == pytest.approx(
+        [n / math.log(2) / b for n, b in zip(nll, num_bytes)], rel=1e-5
+    )
     # the same NLL over characters instead of bytes would be 3x larger: the denominator matters
-    assert result["bits_per_byte_per_text"][0] * 3 == pytest.approx(scores[0].nll / math.log(2) / len(texts[0]))
+    assert result["bits_per_byte_per_text"][0] * 3 == pytest.approx(nll[0] / math.log(2) / len(texts[0]), rel=1e-5)
     ppl = perplexity.compute(predictions=texts, model=gpt2, tokenizer=tokenizer, progress=False)
-    assert ppl["num_tokens"] == sum(s.num_tokens for s in scores)
+    num_tokens = [len(row) - 1 for row in ids]  # every text token, the first one included (after BOS)
+    assert ppl["num_tokens"] == sum(num_tokens)
+    assert ppl["perplexity"] == pytest.approx(math.exp(sum(nll) / sum(num_tokens)), rel=1e-5)
+    assert ppl["perplexities"] == pytest.approx([math.exp(n / k) for n, k in zip(nll, num_tokens)], rel=1e-5)
 
 
 @pytest.mark.parametrize("symlinks", [False, True], ids=["copytree", "cp -r (links kept as links)"])
@@ -119,8 +147,10 @@ def test_a_copied_folder_loads_and_scores_from_a_saved_model(name, symlinks, tmp
     result = metric.compute(predictions=texts, model_id=saved_model, max_length=8, stride=3, progress=False)
     in_package = load(name).compute(predictions=texts, model_id=saved_model, max_length=8, stride=3, progress=False)
     assert result == in_package
-    scores = score_texts(gpt2, tokenizer, texts, max_length=8, stride=3, progress=False)
-    assert result["nll"] == pytest.approx(sum(s.nll for s in scores), rel=1e-5)
+    # max_length and stride reach the scorer: the strided loop's NLL, not one whole-text window's
+    expected = sum(naive_nll(gpt2, with_bos(tokenizer, t), 8, 3) for t in texts)
+    assert result["nll"] == pytest.approx(expected, rel=1e-5)
+    assert result["nll"] != pytest.approx(sum(naive_nll(gpt2, with_bos(tokenizer, t), 64, 64) for t in texts), rel=1e-5)
     exported = evaluate.load(str(export_space(name, tmp_path / "space")))
     count = "num_tokens" if name == "perplexity" else "num_bytes"
     assert exported.compute(nll=[1.0], **{count: [2]})[name] == metric.compute(nll=[1.0], **{count: [2]})[name]

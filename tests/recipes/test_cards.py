@@ -111,13 +111,38 @@ def test_loss_curve_png_is_valid(tmp_path):
     assert data[-12:] == b"\x00\x00\x00\x00IEND\xaeB`\x82"
 
 
-def test_loss_curve_draws_eval_points_when_present(tmp_path):
+FIRST_SERIES, SECOND_SERIES = (0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)  # matplotlib's default C0, C1
+
+
+def _pixels_of(path, rgb) -> tuple[list[int], list[int]]:
+    """Columns and rows of the pixels drawn in ``rgb`` (anti-aliased edges left out)."""
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        width, height = image.size
+        data = image.load()
+        hits = [(x, y) for y in range(height) for x in range(width)
+                if sum(abs(a - b) for a, b in zip(data[x, y], rgb)) <= 30]  # fmt: skip
+    return [x for x, _ in hits], [y for _, y in hits]
+
+
+def test_loss_curve_draws_each_series_at_its_steps_and_values(tmp_path):
+    """Read back from the pixels: the train loss falls left to right over steps 1..20, and the eval
+    points sit at steps 10 and 20 in a second colour that is absent when there is no eval loss."""
     train_only = [e for e in LOG_HISTORY if "loss" in e]
     a = plot_loss_curve(train_only, tmp_path / "a.png", title="t")
     b = plot_loss_curve(LOG_HISTORY, tmp_path / "b.png", title="t")
-    c = plot_loss_curve(list(train_only), tmp_path / "c.png", title="t")
-    assert a.read_bytes() == c.read_bytes()  # deterministic rendering
-    assert a.read_bytes() != b.read_bytes()  # the eval series changes the picture
+    assert not _pixels_of(a, SECOND_SERIES)[0]  # one series only: no eval colour anywhere
+    xs, ys = _pixels_of(b, FIRST_SERIES)
+    left, right = min(xs), max(xs)  # the train line's ends: steps 1 and 20 (the legend sits inside)
+    assert right - left > 300
+    rows_at = {x: [y for x2, y in zip(xs, ys) if x2 == x] for x in (left, right)}
+    assert max(rows_at[left]) < min(rows_at[right])  # loss 5.9 at step 1 is drawn above loss 4.0 at step 20
+    eval_xs, eval_ys = _pixels_of(b, SECOND_SERIES)
+    step_10 = left + (10 - 1) / (20 - 1) * (right - left)
+    assert abs(min(eval_xs) - step_10) < 8  # the first eval point's marker is centred at step 10
+    assert abs(max(eval_xs) - right) < 8  # the last one at step 20
+    at_step_20 = [y for x, y in zip(eval_xs, eval_ys) if abs(x - right) < 3]
+    assert max(at_step_20) < min(rows_at[right])  # eval 4.9 above train 4.0 at step 20
 
 
 def test_no_loss_history_means_no_png_and_says_so(tmp_path):
