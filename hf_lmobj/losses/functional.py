@@ -43,6 +43,8 @@ __all__ = [
     "linear_token_losses",
     "next_token_targets",
     "token_losses",
+    "token_nll",
+    "summed_loss",
 ]
 
 
@@ -78,6 +80,26 @@ def token_losses(
     return losses
 
 
+def token_nll(
+    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100, opts: HeadLossOptions = HeadLossOptions()
+) -> torch.Tensor:
+    """Per-position loss of ``logits`` (..., V) against ``targets`` (...), float32, 0 where ignored.
+
+    The one per-token cross-entropy of the package: the trainer's evaluation, the metrics' scoring
+    and the infilling evaluation all call it (``token_losses`` on the kept rows).
+
+    Example:
+        >>> [round(x, 4) for x in token_nll(torch.zeros(1, 3, 2), torch.tensor([[0, -100, 1]]))[0].tolist()]
+        [0.6931, 0.0, 0.6931]
+    """
+    flat_t = targets.reshape(-1)  # (N,)
+    rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)
+    kept = token_losses(logits.reshape(-1, logits.shape[-1]).index_select(0, rows), flat_t.index_select(0, rows), opts)
+    out = kept.new_zeros(flat_t.shape, dtype=kept.dtype)  # (N,)
+    out[rows] = kept
+    return out.reshape(targets.shape)
+
+
 def check_logits(logits: Any) -> torch.Tensor:
     """``logits`` (..., V): a floating-point tensor with a vocabulary dimension, else a clear error."""
     if not isinstance(logits, torch.Tensor):
@@ -89,7 +111,8 @@ def check_logits(logits: Any) -> torch.Tensor:
     return logits
 
 
-def _summed_loss(logits, targets, num_items_in_batch, ignore_index, opts: HeadLossOptions) -> torch.Tensor:
+def summed_loss(logits, targets, num_items_in_batch, ignore_index, opts: HeadLossOptions) -> torch.Tensor:
+    """Sum of ``token_losses`` over the targets that are not ``ignore_index``, over ``num_items_in_batch`` (else their count)."""
     check_logits(logits)
     targets = check_labels(targets, "labels", logits.shape[-1], ignore_index, shape=logits.shape[:-1])
     flat_z = logits.reshape(-1, logits.shape[-1])  # (N, V)
@@ -150,7 +173,7 @@ def masked_lm_loss(
         1.3863
     """
     opts = HeadLossOptions(label_smoothing, z_loss, logit_softcap)
-    return _summed_loss(logits, labels, num_items_in_batch, ignore_index, opts)
+    return summed_loss(logits, labels, num_items_in_batch, ignore_index, opts)
 
 
 def seq2seq_lm_loss(logits: torch.Tensor, labels: torch.Tensor, **options: Any) -> torch.Tensor:

@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.generation.fim_prompting import fim_generate_kwargs, fim_prompts, left_padded, middle_ids
+from hf_lmobj.losses.functional import token_nll
 
 __all__ = [
     "INFILLING_MODES",
@@ -186,7 +186,7 @@ def _target_nll(model, prompts, targets, pad_id: int, batch_size: int) -> list[f
             labels[i, len(prompt) : len(row)] = torch.tensor(row[len(prompt) :], dtype=torch.long)
         logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device), use_cache=False).logits
         logits = logits[:, :-1].float()  # (B, T-1, V): position t predicts token t + 1
-        nll = F.cross_entropy(logits.transpose(1, 2), labels[:, 1:].to(device), reduction="none")  # (B, T-1)
+        nll = token_nll(logits, labels[:, 1:].to(device))  # (B, T-1), 0 where ignored
         out.extend(nll.sum(dim=1).double().cpu().tolist())
     return out
 

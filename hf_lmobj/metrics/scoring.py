@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.validation import check_counts, check_flag, check_length, check_nll_sums
 
 __all__ = [
@@ -269,9 +269,9 @@ def score_texts(
                 batch = windows[start : start + batch_size]
                 inputs, mask, targets = _window_batch(ids, batch, pad_id, device)
                 logits = model(input_ids=inputs, attention_mask=mask, use_cache=False).logits  # (B, T, V)
-                token_nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T)
+                nll_rows = token_nll(logits, targets)  # (B, T), 0 where ignored
                 rows = torch.tensor([w[0] for w in batch])
-                nll.index_add_(0, rows, token_nll.sum(dim=1).double().cpu())
+                nll.index_add_(0, rows, nll_rows.sum(dim=1).double().cpu())
                 bar.update(len(batch))
     finally:
         model.train(was_training)

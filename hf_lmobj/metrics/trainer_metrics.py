@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.metrics.scoring import exp_or_inf
 from hf_lmobj.validation import check_count, check_counts, check_labels
 
@@ -120,11 +120,9 @@ class LanguageModelingMetrics:
         if self.shift_labels:
             logits, labels = logits[:, :-1], labels[:, 1:]  # (B, T-1, V), (B, T-1)
         labels = labels.to(logits.device)
-        token_nll = F.cross_entropy(
-            logits.float().transpose(1, 2), labels, ignore_index=self.ignore_index, reduction="none"
-        )  # (B, T-1)
+        nll = token_nll(logits, labels, self.ignore_index)  # (B, T-1), 0 where ignored
         counts = (labels != self.ignore_index).sum(dim=1).float()  # (B,)
-        return torch.stack([token_nll.sum(dim=1), counts], dim=1)  # (B, 2)
+        return torch.stack([nll.sum(dim=1), counts], dim=1)  # (B, 2)
 
     def compute_metrics(self, eval_pred, compute_result: bool | None = None) -> dict[str, float]:
         """Corpus perplexity (and bits per byte) from the gathered ``[nll_sum, num_tokens]`` rows.

@@ -55,6 +55,7 @@ from transformers import Trainer
 from transformers.trainer import TRAINING_ARGS_NAME
 
 from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
 from hf_lmobj.trainer.electra import ElectraPretrainingModel, electra_loss
 from hf_lmobj.trainer.mtp import MultiTokenPredictionModel, document_ids, multi_token_targets
@@ -258,7 +259,7 @@ def _electra_row_sums(output, labels: torch.Tensor) -> torch.Tensor:
     """(B, 6) float64 per row: MLM NLL sum, MLM count, MLM argmax hits, RTD BCE sum, RTD count, RTD hits."""
     batch, length = labels.shape
     selected_rows = (labels != IGNORE_INDEX).reshape(-1).nonzero().squeeze(1) // length  # (M,)
-    nll = F.cross_entropy(output.generator_logits.float(), output.mlm_targets, reduction="none")  # (M,)
+    nll = token_nll(output.generator_logits, output.mlm_targets)  # (M,)
     hits = (output.generator_logits.argmax(dim=-1) == output.mlm_targets).double()  # (M,)
     mask = output.rtd_mask  # (B, T)
     bce = F.binary_cross_entropy_with_logits(

@@ -44,7 +44,7 @@ from torch import nn
 from transformers import Trainer
 
 from hf_lmobj.constants import IGNORE_INDEX
-from hf_lmobj.losses.functional import _summed_loss, causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, token_losses
+from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.trainer.objectives import (
@@ -94,15 +94,6 @@ def make_compute_loss_func(
     compute_loss_func.__name__ = f"{objective}_compute_loss_func"
     return compute_loss_func
 
-
-def _logits_token_nll(logits: torch.Tensor, targets: torch.Tensor, softcap: float | None) -> torch.Tensor:
-    """(B, T) per-token NLL from logits (B, T, V), 0 where ignored."""
-    flat_t = targets.reshape(-1)  # (N,)
-    rows = (flat_t != IGNORE_INDEX).nonzero().squeeze(1)  # (M,)
-    kept = token_losses(logits.reshape(-1, logits.shape[-1]).index_select(0, rows), flat_t[rows], HeadLossOptions(softcap=softcap))
-    out = kept.new_zeros(flat_t.shape)
-    out[rows] = kept
-    return out.reshape(targets.shape)
 
 
 class ObjectiveTrainer(Trainer):
@@ -180,9 +171,9 @@ class ObjectiveTrainer(Trainer):
             outputs = model(**feed)
             logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs[0]
             result = (
-                _logits_token_nll(logits, targets, self.loss_options.softcap)
+                token_nll(logits, targets, IGNORE_INDEX, HeadLossOptions(softcap=self.loss_options.softcap))
                 if evaluating
-                else _summed_loss(logits, targets, num_items_in_batch, IGNORE_INDEX, self.loss_options)
+                else summed_loss(logits, targets, num_items_in_batch, IGNORE_INDEX, self.loss_options)
             )
         if evaluating:
             loss = self._record_eval_rows(result, targets)
@@ -209,11 +200,11 @@ class ObjectiveTrainer(Trainer):
         return fn
 
     # ---- evaluation -----------------------------------------------------------------------
-    def _record_eval_rows(self, token_nll: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def _record_eval_rows(self, nll: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Keep per-row (NLL sum, target count) of this batch; return its token-mean NLL."""
         counts = (targets != IGNORE_INDEX).sum(dim=-1)  # (B,)
-        self._eval_rows = torch.stack([token_nll.sum(dim=-1).double(), counts.double()], dim=-1)  # (B, 2)
-        return token_nll.sum() / counts.sum().clamp_min(1)
+        self._eval_rows = torch.stack([nll.sum(dim=-1).double(), counts.double()], dim=-1)  # (B, 2)
+        return nll.sum() / counts.sum().clamp_min(1)
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         """Loss-only steps run the head-free path; rows' NLL sums are gathered, never the logits."""
