@@ -71,7 +71,9 @@ class Arm:
 
     def __init__(self, config: str, overrides: list[str], splits, cache: dict) -> None:
         self.config = config
-        self.data_args, self.model_args, self.aux_args, self.report_args, _, self.train_args = parse_config(config, overrides)
+        self.data_args, self.model_args, self.aux_args, self.report_args, _, self.train_args = parse_config(
+            config, overrides
+        )
         vocab = self.data_args.vocab_size
         if vocab not in cache:
             cache[vocab] = build_tokenizer(vocab)
@@ -158,7 +160,10 @@ def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple = (6,
     plain_sps, mtp_sps = seconds_per_step([plain, mtp], *calibration)
     print(f"seconds per step ({calibration[2]} clock): next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
     plain_steps = max(1, round(plain.train_args.max_steps * scale))
-    steps = {"next-token": plain_steps, "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps)}
+    steps = {
+        "next-token": plain_steps,
+        "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps),
+    }
     rows = []
     texts = list(splits["validation"]["text"])
     for (name, n), arm in zip(steps.items(), (plain, mtp)):
@@ -179,15 +184,26 @@ def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple = (6,
 
 
 # ---- ELECTRA -----------------------------------------------------------------------------------
-def compare_electra(splits, cache, scale: float, seeds: list[int], tasks: list[str], scratch: bool, out: Path,
-                    calibration: tuple = (6, 3, "wall")) -> dict:
+def compare_electra(
+    splits,
+    cache,
+    scale: float,
+    seeds: list[int],
+    tasks: list[str],
+    scratch: bool,
+    out: Path,
+    calibration: tuple = (6, 3, "wall"),
+) -> dict:
     bert = Arm("mlm/bert_tiny.yaml", [], splits, cache)
     electra = Arm("mlm/electra_tiny.yaml", [], splits, cache)
     check_same_setup(bert, electra)
     bert_sps, electra_sps = seconds_per_step([bert, electra], *calibration)
     print(f"seconds per step ({calibration[2]} clock): BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
     bert_steps = max(1, round(bert.train_args.max_steps * scale))
-    arms = {"BERT MLM": (bert, bert_steps), "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps))}
+    arms = {
+        "BERT MLM": (bert, bert_steps),
+        "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps)),
+    }
     finetune = _recipe_module("finetune_classifier")
     rows = []
     for name, (arm, n) in arms.items():
@@ -223,15 +239,27 @@ def _last_loss(trainer) -> float | None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=["mtp", "electra"], default=None)
-    parser.add_argument("--steps_scale", type=float, default=1.0, help="Fraction of the configs' max_steps (plain arms).")
+    parser.add_argument(
+        "--steps_scale", type=float, default=1.0, help="Fraction of the configs' max_steps (plain arms)."
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="Fine-tuning seeds (ELECTRA).")
-    parser.add_argument("--tasks", nargs="+", default=["replaced_tokens", "package"], help="Classifier tasks (ELECTRA).")
+    parser.add_argument(
+        "--tasks", nargs="+", default=["replaced_tokens", "package"], help="Classifier tasks (ELECTRA)."
+    )
     parser.add_argument("--with_scratch", action="store_true", help="Also fine-tune from scratch per seed (ELECTRA).")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a shared machine).")
-    parser.add_argument("--calibration_steps", type=int, default=6, help="Timed steps per calibration run (after 2 warm-up steps).")
-    parser.add_argument("--calibration_rounds", type=int, default=3, help="Interleaved calibration runs per arm (median taken).")
-    parser.add_argument("--calibration_clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall: seconds per step on the clock; process: this process's CPU seconds (steadier on a shared machine).")
+    parser.add_argument(
+        "--calibration_steps", type=int, default=6, help="Timed steps per calibration run (after 2 warm-up steps)."
+    )
+    parser.add_argument(
+        "--calibration_rounds", type=int, default=3, help="Interleaved calibration runs per arm (median taken)."
+    )
+    parser.add_argument(
+        "--calibration_clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall: seconds per step on the clock; process: this process's CPU seconds (steadier on a shared machine).",
+    )
     parser.add_argument("--output", default="out/auxiliary_objectives")
     args = parser.parse_args(argv)
     if args.calibration_steps < 1 or args.calibration_rounds < 1:
@@ -246,8 +274,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.only in (None, "mtp"):
         results["mtp"] = compare_mtp(splits, cache, args.steps_scale, out, calibration)
     if args.only in (None, "electra"):
-        results["electra"] = compare_electra(splits, cache, args.steps_scale, args.seeds, args.tasks, args.with_scratch, out,
-                                               calibration)
+        results["electra"] = compare_electra(
+            splits, cache, args.steps_scale, args.seeds, args.tasks, args.with_scratch, out, calibration
+        )
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     _print_tables(results)
     return results
@@ -255,18 +284,26 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _print_tables(results: dict) -> None:
     if "mtp" in results:
-        print("\n| arm | steps | train s (wall) | train CPU s | next-token bits per byte (held-out stdlib) |\n| --- | --- | --- | --- | --- |")
+        print(
+            "\n| arm | steps | train s (wall) | train CPU s | next-token bits per byte (held-out stdlib) |\n| --- | --- | --- | --- | --- |"
+        )
         for r in results["mtp"]["rows"]:
-            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {_cpu(r)} | {r['validation_bits_per_byte']:.4f} |")
+            print(
+                f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {_cpu(r)} | {r['validation_bits_per_byte']:.4f} |"
+            )
     if "electra" in results:
-        print("\n| arm | steps | train s (wall) | train CPU s | task | accuracy (mean ± sd over seeds) | from scratch |\n"
-              "| --- | --- | --- | --- | --- | --- | --- |")
+        print(
+            "\n| arm | steps | train s (wall) | train CPU s | task | accuracy (mean ± sd over seeds) | from scratch |\n"
+            "| --- | --- | --- | --- | --- | --- | --- |"
+        )
         for r in results["electra"]["rows"]:
             acc, scr = r["accuracy"], [x for x in r["scratch_accuracy"] if x is not None]
             sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
             scratch = f"{statistics.mean(scr):.3f}" if scr else "-"
-            print(f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {_cpu(r)} | {r['task']} | "
-                  f"{statistics.mean(acc):.3f} ± {sd:.3f} | {scratch} |")
+            print(
+                f"| {r['arm']} | {r['steps']} | {r['train_seconds']:.0f} | {_cpu(r)} | {r['task']} | "
+                f"{statistics.mean(acc):.3f} ± {sd:.3f} | {scratch} |"
+            )
 
 
 def _cpu(row: dict) -> str:

@@ -118,8 +118,13 @@ def measure(name: str, run: Callable[[], list[dict]], total_tokens: int, pad_id:
             real += ids.numel()
     best = min(seconds)
     return {
-        "name": name, "seconds": best, "median": statistics.median(seconds), "real_tokens": real,
-        "real": real / cells, "kept": real / total_tokens, "tokens_per_s": real / best,
+        "name": name,
+        "seconds": best,
+        "median": statistics.median(seconds),
+        "real_tokens": real,
+        "real": real / cells,
+        "kept": real / total_tokens,
+        "tokens_per_s": real / best,
     }
 
 
@@ -166,8 +171,10 @@ def corpus_table(tokenizer) -> None:
             f"{r['real']:7.2%} {r['real'] / base['real']:6.2f} {r['kept']:7.2%}"
         )
     stream = results[-1]
-    print(f"packing efficiency of the stream: {stream['real']:.4%} (goal >= 99%): "
-          f"{'met' if stream['real'] >= 0.99 else 'NOT met'}")
+    print(
+        f"packing efficiency of the stream: {stream['real']:.4%} (goal >= 99%): "
+        f"{'met' if stream['real'] >= 0.99 else 'NOT met'}"
+    )
 
 
 # ------------------------------------------------------------------------------ section 2
@@ -184,8 +191,10 @@ def random_features(rows: int, width: int, vocab: int, seed: int, fill: float = 
 
 def long_context_table(tokenizer) -> None:
     print(f"\n## 2. long context: 8 rows of random documents (50 to 2,000 tokens), best of {REPEATS + 2}")
-    header = (f"{'T':>6s}  {'collator':34s} {'tokens/s':>11s} {'x transformers':>15s} {'batch MiB':>10s} "
-              f"{'bytes/pos':>10s} {'real':>7s}  shape")
+    header = (
+        f"{'T':>6s}  {'collator':34s} {'tokens/s':>11s} {'x transformers':>15s} {'batch MiB':>10s} "
+        f"{'bytes/pos':>10s} {'real':>7s}  shape"
+    )
     print(header)
     print("-" * len(header))
     flattening = DataCollatorWithFlattening()
@@ -195,12 +204,20 @@ def long_context_table(tokenizer) -> None:
         collators = [
             ("transformers WithFlattening", flattening),
             ("ours, eager/sdpa (position_ids)", DataCollatorForCausalLM(tokenizer, max_length=width, packing=True)),
-            ("ours, flash (cu_seq_lens)", DataCollatorForCausalLM(
-                tokenizer, max_length=width, packing=True, attn_implementation="flash_attention_2")),
+            (
+                "ours, flash (cu_seq_lens)",
+                DataCollatorForCausalLM(
+                    tokenizer, max_length=width, packing=True, attn_implementation="flash_attention_2"
+                ),
+            ),
         ]
         if width <= 4096:
-            collators.append(("ours, 4d_mask (as before)", DataCollatorForCausalLM(
-                tokenizer, max_length=width, packing=True, packed_attention="4d_mask")))
+            collators.append(
+                (
+                    "ours, 4d_mask (as before)",
+                    DataCollatorForCausalLM(tokenizer, max_length=width, packing=True, packed_attention="4d_mask"),
+                )
+            )
         base = None
         for name, collator in collators:
             seconds = best_seconds(lambda collator=collator, features=features: collator(features), REPEATS + 2)
@@ -209,8 +226,10 @@ def long_context_table(tokenizer) -> None:
             rate = tokens / seconds
             base = base or rate
             size = batch_bytes(batch)
-            print(f"{width:6d}  {name:34s} {rate:11,.0f} {rate / base:15.2f} {size / 2**20:10.1f} "
-                  f"{size / ids.numel():10.1f} {tokens / ids.numel():7.2%}  {tuple(ids.shape)}")
+            print(
+                f"{width:6d}  {name:34s} {rate:11,.0f} {rate / base:15.2f} {size / 2**20:10.1f} "
+                f"{size / ids.numel():10.1f} {tokens / ids.numel():7.2%}  {tuple(ids.shape)}"
+            )
             del batch
 
 
@@ -238,8 +257,12 @@ def pack_dataset_table(tokenizer) -> None:
         import trl
 
         for strategy in ("bfd", "bfd_split"):
-            runs.append((f"TRL {trl.__version__} pack_dataset ({strategy})", lambda s=strategy: trl.pack_dataset(
-                dataset, width, strategy=s, map_kwargs={"batch_size": 1000})))
+            runs.append(
+                (
+                    f"TRL {trl.__version__} pack_dataset ({strategy})",
+                    lambda s=strategy: trl.pack_dataset(dataset, width, strategy=s, map_kwargs={"batch_size": 1000}),
+                )
+            )
     except ImportError:
         print("(trl is not installed: `pip install trl` to time its pack_dataset side by side)")
     header = f"{'packer':40s} {'seconds':>8s} {'tokens/s':>13s} {'x ours':>7s} {'rows':>7s} {'kept':>7s} {'real':>7s}"
@@ -251,8 +274,10 @@ def pack_dataset_table(tokenizer) -> None:
         packed = run()
         kept = int(sum(packed.data.column("input_ids").combine_chunks().value_lengths().to_numpy()))
         ours = ours or seconds
-        print(f"{name:40s} {seconds:8.2f} {tokens / seconds:13,.0f} {ours / seconds:7.2f} {packed.num_rows:7d} "
-              f"{kept / tokens:7.2%} {kept / (packed.num_rows * width):7.2%}")
+        print(
+            f"{name:40s} {seconds:8.2f} {tokens / seconds:13,.0f} {ours / seconds:7.2f} {packed.num_rows:7d} "
+            f"{kept / tokens:7.2%} {kept / (packed.num_rows * width):7.2%}"
+        )
     datasets.enable_progress_bars()
 
 
@@ -269,9 +294,16 @@ def _forward_backward(kind: str, queue) -> None:
     else:
         batch = {**DataCollatorWithFlattening()(features), "use_cache": False}
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=8192,
-                         attn_implementation="sdpa")
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=8192,
+        attn_implementation="sdpa",
+    )
     model = LlamaForCausalLM(config).train()
     seconds = []
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

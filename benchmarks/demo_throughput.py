@@ -83,10 +83,18 @@ def time_case(case: Case, threads: int, steps: int, warmup: int) -> tuple[float,
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     tokenizer = build_tokenizer(case.vocab)
-    model = build_model("clm", tokenizer, ModelArguments(
-        model_type="llama", hidden_size=case.width, num_hidden_layers=case.layers,
-        num_attention_heads=case.heads, max_position_embeddings=case.length, attn_implementation=case.attn,
-    ))
+    model = build_model(
+        "clm",
+        tokenizer,
+        ModelArguments(
+            model_type="llama",
+            hidden_size=case.width,
+            num_hidden_layers=case.layers,
+            num_attention_heads=case.heads,
+            max_position_embeddings=case.length,
+            attn_implementation=case.attn,
+        ),
+    )
     collator = DataCollatorForCausalLM(
         tokenizer, max_length=case.length, packing=case.packing, attn_implementation=case.attn
     )
@@ -103,10 +111,10 @@ def time_case(case: Case, threads: int, steps: int, warmup: int) -> tuple[float,
     for step in range(warmup + steps):
         start, start_cpu = time.perf_counter(), time.process_time()
         if case.packing:
-            batch = collator(documents[step % 2:: 2][: case.rows * 2])
+            batch = collator(documents[step % 2 :: 2][: case.rows * 2])
             batch = {k: (v[: case.rows] if torch.is_tensor(v) and v.dim() else v) for k, v in batch.items()}
         else:  # contiguous windows of the token stream: a causal mask only
-            rows = stream[step * per_step:(step + 1) * per_step].reshape(case.rows, case.length)
+            rows = stream[step * per_step : (step + 1) * per_step].reshape(case.rows, case.length)
             batch = collator([{"input_ids": r.tolist()} for r in rows])
         count = int((batch["shift_labels"] != -100).sum())
         with autocast:

@@ -69,9 +69,14 @@ def train_and_report(run: str, args: argparse.Namespace, tokenizer, splits) -> d
     texts = list(splits["validation"]["text"])
     scores = score_texts(trainer.model, tokenizer, texts, max_length=256, stride=128, batch_size=16, progress=False)
     metrics = {
-        "run": run, "fim_rate": fim_rate, "max_steps": args.max_steps, "prepare_seconds": prepared,
-        "train_runtime": train_metrics["train_runtime"], "train_loss": train_metrics["train_loss"],
-        "train_tokens_seen": trainer.state.num_input_tokens_seen, "train_rows": data.train_dataset.num_rows,
+        "run": run,
+        "fim_rate": fim_rate,
+        "max_steps": args.max_steps,
+        "prepare_seconds": prepared,
+        "train_runtime": train_metrics["train_runtime"],
+        "train_loss": train_metrics["train_loss"],
+        "train_tokens_seen": trainer.state.num_input_tokens_seen,
+        "train_rows": data.train_dataset.num_rows,
         "packing_efficiency": data.hyperparameters["packing_efficiency"],
         "validation_bits_per_byte": bits_per_byte_from_sums([s.nll for s in scores], [s.num_bytes for s in scores]),
     }

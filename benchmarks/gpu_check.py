@@ -48,9 +48,16 @@ def _llama(vocab: int, device: str, attn: str, hidden: int = 256, layers: int = 
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=hidden // 64, num_key_value_heads=hidden // 64,
-                         max_position_embeddings=8192, attn_implementation=attn)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 64,
+        num_key_value_heads=hidden // 64,
+        max_position_embeddings=8192,
+        attn_implementation=attn,
+    )
     return LlamaForCausalLM(config).to(device=device, dtype=torch.bfloat16).eval()
 
 
@@ -75,16 +82,28 @@ def check_packing(device: str, quick: bool) -> list[Row]:
     tokenizer = build_tokenizer(vocab_size=1024, max_documents=50)
     length = 512 if quick else 4096
     g = torch.Generator().manual_seed(0)
-    docs = [torch.randint(5, len(tokenizer), (int(n),), generator=g).tolist()
-            for n in torch.randint(20, length // 3, (12,), generator=g)]
+    docs = [
+        torch.randint(5, len(tokenizer), (int(n),), generator=g).tolist()
+        for n in torch.randint(20, length // 3, (12,), generator=g)
+    ]
     rows = []
     for attn in _attention_cases(device):
         model = _llama(len(tokenizer), device, attn)
-        collator = DataCollatorForCausalLM(tokenizer, max_length=length, packing=True, attn_implementation=attn,
-                                           add_bos=False, add_eos=False, model=model)
+        collator = DataCollatorForCausalLM(
+            tokenizer,
+            max_length=length,
+            packing=True,
+            attn_implementation=attn,
+            add_bos=False,
+            add_eos=False,
+            model=model,
+        )
         batch = collator([{"input_ids": d} for d in docs])
-        inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()
-                  if k not in ("labels", "shift_labels")}
+        inputs = {
+            k: v.to(device) if isinstance(v, torch.Tensor) else v
+            for k, v in batch.items()
+            if k not in ("labels", "shift_labels")
+        }
         with torch.no_grad():
             packed = model(**inputs).logits.float()  # (B, T, V)
             worst = 0.0
@@ -93,8 +112,14 @@ def check_packing(device: str, quick: bool) -> list[Row]:
                 row, start = _locate(batch["input_ids"], doc)
                 worst = max(worst, (packed[row, start : start + len(doc)] - alone).abs().max().item())
         form = "cu_seq_lens" if "flash" in attn else ("position_ids" if "attention_mask" not in batch else "4d mask")
-        rows.append(("packing", f"{attn} ({form}), T={length}, bf16", f"max |dlogit| {worst:.2e}",
-                     "PASS" if worst < 1e-2 else "FAIL"))
+        rows.append(
+            (
+                "packing",
+                f"{attn} ({form}), T={length}, bf16",
+                f"max |dlogit| {worst:.2e}",
+                "PASS" if worst < 1e-2 else "FAIL",
+            )
+        )
     return rows
 
 
@@ -122,14 +147,37 @@ def check_recipes(device: str, quick: bool) -> list[Row]:
     for name in configs:
         processes = 1 if name in ("cpu.yaml", "single_gpu.yaml") else gpus
         with tempfile.TemporaryDirectory() as out:
-            command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                       str(REPO / "recipes/accelerate_configs" / name), "--num_processes", str(processes),
-                       str(REPO / "recipes/pretrain.py"), "--config", str(REPO / "recipes/configs/clm/demo.yaml"),
-                       "--max_steps", "2", "--max_documents", "200", "--max_eval_rows", "8",
-                       "--sample_max_new_tokens", "8", "--output_dir", out]
+            command = [
+                sys.executable,
+                "-m",
+                "accelerate.commands.launch",
+                "--config_file",
+                str(REPO / "recipes/accelerate_configs" / name),
+                "--num_processes",
+                str(processes),
+                str(REPO / "recipes/pretrain.py"),
+                "--config",
+                str(REPO / "recipes/configs/clm/demo.yaml"),
+                "--max_steps",
+                "2",
+                "--max_documents",
+                "200",
+                "--max_eval_rows",
+                "8",
+                "--sample_max_new_tokens",
+                "8",
+                "--output_dir",
+                out,
+            ]
             start = time.perf_counter()
-            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
-                                  env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+            done = subprocess.run(
+                command,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+            )
             seconds = time.perf_counter() - start
             ok = done.returncode == 0 and Path(out, "model.safetensors").exists()
         detail = f"{processes} process(es), {seconds:.0f} s" + ("" if ok else f": {done.stderr.strip()[-300:]}")
@@ -160,8 +208,9 @@ def _loss_methods(hidden, weight, targets, vocab: int) -> dict:
     from hf_lmobj import linear_cross_entropy
 
     methods = {
-        "transformers ForCausalLMLoss(h @ W.T)": lambda: ForCausalLMLoss((hidden @ weight.T)[None], None, vocab,
-                                                                         shift_labels=targets[None]),
+        "transformers ForCausalLMLoss(h @ W.T)": lambda: ForCausalLMLoss(
+            (hidden @ weight.T)[None], None, vocab, shift_labels=targets[None]
+        ),
         "hf_lmobj linear_cross_entropy": lambda: linear_cross_entropy(hidden, weight, targets),
     }
     try:
@@ -189,6 +238,7 @@ def check_loss(device: str, quick: bool) -> list[Row]:
     targets = torch.randint(0, v, (n,), device=device)  # (N,)
     rows, reference = [], None
     for name, loss_fn in _loss_methods(hidden, weight, targets, v).items():
+
         def step(loss_fn=loss_fn):
             hidden.grad = weight.grad = None
             with torch.autocast(device, dtype=torch.bfloat16):
@@ -203,8 +253,14 @@ def check_loss(device: str, quick: bool) -> list[Row]:
             continue
         reference = loss if reference is None else reference
         verdict = "PASS" if abs(loss - reference) <= 1e-3 * abs(reference) else "FAIL"
-        rows.append(("loss", f"{name}, {n}x{h}x{v} bf16",
-                     f"{seconds * 1e3:.1f} ms, peak {peak:,.0f} MiB, loss {loss:.5f}", verdict))
+        rows.append(
+            (
+                "loss",
+                f"{name}, {n}x{h}x{v} bf16",
+                f"{seconds * 1e3:.1f} ms, peak {peak:,.0f} MiB, loss {loss:.5f}",
+                verdict,
+            )
+        )
     return rows
 
 

@@ -84,8 +84,10 @@ def main() -> None:
         return
     n, h, v = args.tokens, args.hidden, args.vocab
     floor = (v * h + n * h) * 4 / 2**20
-    print(f"N={n} H={h} V={v} float32 CPU; full logits would be {n * v * 4 / 2**20:.0f} MiB; "
-          f"floor (grad W + grad hidden) {floor:.0f} MiB")
+    print(
+        f"N={n} H={h} V={v} float32 CPU; full logits would be {n * v * 4 / 2**20:.0f} MiB; "
+        f"floor (grad W + grad hidden) {floor:.0f} MiB"
+    )
     results = {}
     for label, method in METHODS.items():
         cmd = [sys.executable, __file__, "--child", method, "--tokens", str(n), "--hidden", str(h), "--vocab", str(v)]
@@ -95,17 +97,26 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             results[method] = None
         r = results[method]
-        figure = "timed out" if r is None else (
-            f"added {r['added_mib']:7.0f} MiB  (ru_maxrss {r['peak_mib']:6.0f} MiB)  {r['seconds']:6.1f} s  loss {r['loss']:.5f}")
+        figure = (
+            "timed out"
+            if r is None
+            else (
+                f"added {r['added_mib']:7.0f} MiB  (ru_maxrss {r['peak_mib']:6.0f} MiB)  {r['seconds']:6.1f} s  loss {r['loss']:.5f}"
+            )
+        )
         print(f"{label:55s} {figure}", flush=True)
     base, ours = results["transformers"], results["ours"]
     for method, r in results.items():
         if r is None or method == "transformers":
             continue
-        print(f"{method:14s} / transformers: memory {r['added_mib'] / base['added_mib']:.3f}x, "
-              f"time {r['seconds'] / base['seconds']:.2f}x")
-    print(f"ours vs floor: {ours['added_mib']:.0f} MiB added vs {floor:.0f} MiB of gradient buffers "
-          f"({ours['added_mib'] / floor:.2f}x the floor)")
+        print(
+            f"{method:14s} / transformers: memory {r['added_mib'] / base['added_mib']:.3f}x, "
+            f"time {r['seconds'] / base['seconds']:.2f}x"
+        )
+    print(
+        f"ours vs floor: {ours['added_mib']:.0f} MiB added vs {floor:.0f} MiB of gradient buffers "
+        f"({ours['added_mib'] / floor:.2f}x the floor)"
+    )
 
 
 if __name__ == "__main__":

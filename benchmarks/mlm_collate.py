@@ -49,8 +49,7 @@ def make_batches(tokenizer, batches: int, batch_size: int, length: int) -> list[
     if len(ids) < needed:
         raise SystemExit(f"corpus too small: {len(ids)} tokens < {needed}; lower --batches")
     rows = [
-        {"input_ids": ids[i : i + length], "offset_mapping": offsets[i : i + length]}
-        for i in range(0, needed, length)
+        {"input_ids": ids[i : i + length], "offset_mapping": offsets[i : i + length]} for i in range(0, needed, length)
     ]
     return [rows[i : i + batch_size] for i in range(0, len(rows), batch_size)]
 
@@ -80,8 +79,10 @@ def main() -> None:
     tokenizer = build_tokenizer()
     batches = make_batches(tokenizer, args.batches, args.batch_size, args.length)
     plain = [[{"input_ids": row["input_ids"]} for row in batch] for batch in batches]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; vocab {len(tokenizer)}; "
-          f"{args.batches} batches of {args.batch_size} x {args.length} tokens")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; vocab {len(tokenizer)}; "
+        f"{args.batches} batches of {args.batch_size} x {args.length} tokens"
+    )
     print(f"{'case':<44}{'transformers ms':>16}{'hf_lmobj ms':>13}{'ratio':>8}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -26,14 +26,24 @@ from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 def build(batch: int, length: int, vocab: int, seed: int = 0):
     """A tiny BERT and a batch with ~15% of positions selected (labels -100 elsewhere)."""
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=vocab, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=512, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=vocab,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = BertForMaskedLM(config)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1000, vocab, (batch, length), generator=g)  # (B, T)
     selected = torch.rand(batch, length, generator=g) < 0.15  # (B, T)
-    inputs = {"input_ids": ids.masked_fill(selected, 103), "attention_mask": torch.ones_like(ids),
-              "labels": ids.masked_fill(~selected, -100)}
+    inputs = {
+        "input_ids": ids.masked_fill(selected, 103),
+        "attention_mask": torch.ones_like(ids),
+        "labels": ids.masked_fill(~selected, -100),
+    }
     return model, inputs
 
 
@@ -57,8 +67,10 @@ def main() -> None:
         trainer = ObjectiveTrainer(model=model, args=targs)
         stock = lambda: model(**inputs).loss  # noqa: E731
         ours = lambda: trainer.compute_loss(model, dict(inputs))  # noqa: E731
-        print(f"loss stock {stock().item():.6f}  ours {ours().item():.6f}  "
-              f"({int((inputs['labels'] != -100).sum())} of {inputs['labels'].numel()} positions selected)")
+        print(
+            f"loss stock {stock().item():.6f}  ours {ours().item():.6f}  "
+            f"({int((inputs['labels'] != -100).sum())} of {inputs['labels'].numel()} positions selected)"
+        )
         times = {"stock": [], "ours": []}
         step_seconds(model, stock), step_seconds(model, ours)  # warm-up
         for _ in range(args.repeats):

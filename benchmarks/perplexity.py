@@ -34,8 +34,13 @@ def hub_method_compute(predictions, model_id, batch_size=16, add_start_token=Tru
         tokenizer.add_special_tokens({"pad_token": list(tokenizer.special_tokens_map_extended.values())[0]})
     max_tokenized_len = max_length - 1 if add_start_token and max_length else max_length
     encodings = tokenizer(
-        predictions, add_special_tokens=False, padding=True, truncation=bool(max_tokenized_len),
-        max_length=max_tokenized_len, return_tensors="pt", return_attention_mask=True,
+        predictions,
+        add_special_tokens=False,
+        padding=True,
+        truncation=bool(max_tokenized_len),
+        max_length=max_tokenized_len,
+        return_tensors="pt",
+        return_attention_mask=True,
     ).to(device)
     encoded_texts, attn_masks = encodings["input_ids"], encodings["attention_mask"]
     ppls = []
@@ -92,37 +97,55 @@ def main() -> None:
     logging.disable_progress_bar()
 
     tokenizer = build_tokenizer(vocab_size=1024, max_documents=300)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=128, n_layer=4, n_head=4, n_positions=args.max_length,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=128,
+        n_layer=4,
+        n_head=4,
+        n_positions=args.max_length,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     model = GPT2LMHeadModel(config).eval()  # weights from the default init; untrained is fine for timing
     texts = make_texts(tokenizer, args.texts, args.max_length)
     lengths = sorted((len(tokenizer(t)["input_ids"]) + 1 for t in texts), reverse=True)  # + BOS
     hub_cells = len(texts) * lengths[0]  # the Hub method pads every text to the longest one
-    our_cells = sum(len(c) * c[0] for c in (lengths[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size)))
+    our_cells = sum(
+        len(c) * c[0] for c in (lengths[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size))
+    )
     metric = load("perplexity")
     with tempfile.TemporaryDirectory() as model_dir:
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
         common = dict(max_length=args.max_length, stride=args.max_length, batch_size=args.batch_size, progress=False)
-        hub_s, hub = timed(lambda: hub_method_compute(texts, model_dir, batch_size=args.batch_size,
-                                                      max_length=args.max_length), args.repeats)
+        hub_s, hub = timed(
+            lambda: hub_method_compute(texts, model_dir, batch_size=args.batch_size, max_length=args.max_length),
+            args.repeats,
+        )
         ours_s, ours = timed(lambda: metric.compute(predictions=texts, model_id=model_dir, **common), args.repeats)
-        mem_s, _ = timed(lambda: metric.compute(predictions=texts, model=model, tokenizer=tokenizer, **common),
-                         args.repeats)
+        mem_s, _ = timed(
+            lambda: metric.compute(predictions=texts, model=model, tokenizer=tokenizer, **common), args.repeats
+        )
 
     per_text = np.array(ours["perplexities"])
     rel = np.max(np.abs(per_text - np.array(hub["perplexities"])) / np.array(hub["perplexities"]))
-    print(f"{len(texts)} texts, {min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}); "
-          f"GPT-2 {config.n_layer}x{config.n_embd}, max_length={args.max_length}, batch_size={args.batch_size}, "
-          f"torch threads={torch.get_num_threads()}")
-    print(f"token positions run through the model: Hub method {hub_cells}, ours {our_cells} "
-          f"({hub_cells / our_cells:.1f}x fewer: windows sorted by length and batched across texts)")
+    print(
+        f"{len(texts)} texts, {min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}); "
+        f"GPT-2 {config.n_layer}x{config.n_embd}, max_length={args.max_length}, batch_size={args.batch_size}, "
+        f"torch threads={torch.get_num_threads()}"
+    )
+    print(
+        f"token positions run through the model: Hub method {hub_cells}, ours {our_cells} "
+        f"({hub_cells / our_cells:.1f}x fewer: windows sorted by length and batched across texts)"
+    )
     print(f"{'':32s}{'seconds':>10s}{'texts/s':>10s}{'speed-up':>10s}")
     print(f"{'Hub metric method (model_id)':32s}{hub_s:10.2f}{len(texts) / hub_s:10.1f}{1.0:10.2f}")
     print(f"{'hf_lmobj perplexity (model_id)':32s}{ours_s:10.2f}{len(texts) / ours_s:10.1f}{hub_s / ours_s:10.2f}")
     print(f"{'hf_lmobj perplexity (in memory)':32s}{mem_s:10.2f}{len(texts) / mem_s:10.1f}{hub_s / mem_s:10.2f}")
-    print(f"mean of per-text perplexities: Hub method {hub['mean_perplexity']:.6f}, ours {per_text.mean():.6f}; "
-          f"max per-text relative difference {rel:.1e}")
+    print(
+        f"mean of per-text perplexities: Hub method {hub['mean_perplexity']:.6f}, ours {per_text.mean():.6f}; "
+        f"max per-text relative difference {rel:.1e}"
+    )
     print(f"corpus perplexity (token-weighted, ours only): {ours['perplexity']:.6f}")
 
 

@@ -48,9 +48,7 @@ def transformers_chain(temperature: float, top_p: float) -> LogitsProcessorList:
     return chain
 
 
-def check_kept(
-    logits: torch.Tensor, ours: torch.Tensor, theirs: torch.Tensor, temperature: float, top_p: float
-) -> int:
+def check_kept(logits: torch.Tensor, ours: torch.Tensor, theirs: torch.Tensor, temperature: float, top_p: float) -> int:
     """Assert the kept sets agree; returns how many rows differ by a float32 rounding tie.
 
     Ours must equal the full-sort reference exactly. transformers' ``TopPLogitsWarper`` sums the
@@ -88,9 +86,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top_p", type=float, default=0.9)
     parser.add_argument("--budget_s", type=float, default=3.0, help="seconds per measurement")
-    parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: torch's)"
-    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

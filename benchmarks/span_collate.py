@@ -55,9 +55,17 @@ def main() -> None:
     collate = seconds_per_call(lambda: collator(features), args.collate_repeats)
     batch = collator(features)
 
-    config = T5Config(vocab_size=len(tokenizer), d_model=128, d_kv=32, d_ff=512, num_layers=2,
-                      num_heads=4, decoder_start_token_id=tokenizer.pad_token_id,
-                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=128,
+        d_kv=32,
+        d_ff=512,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(0)
     model = T5ForConditionalGeneration(config).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -68,12 +76,16 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
 
     step = seconds_per_call(train_step, args.step_repeats)
-    print(f"batch: {args.batch_size} x {collator.raw_tokens_length} raw tokens -> "
-          f"input {tuple(batch['input_ids'].shape)}, labels {tuple(batch['labels'].shape)}; "
-          f"collation and step on {args.threads} torch thread(s)")
+    print(
+        f"batch: {args.batch_size} x {collator.raw_tokens_length} raw tokens -> "
+        f"input {tuple(batch['input_ids'].shape)}, labels {tuple(batch['labels'].shape)}; "
+        f"collation and step on {args.threads} torch thread(s)"
+    )
     print(f"tiny T5 training step (reference)  : {step * 1e3:9.1f} ms")
-    print(f"hf_lmobj span collation            : {collate * 1e3:9.1f} ms/batch "
-          f"= {args.batch_size / collate:,.0f} examples/s")
+    print(
+        f"hf_lmobj span collation            : {collate * 1e3:9.1f} ms/batch "
+        f"= {args.batch_size / collate:,.0f} examples/s"
+    )
     print(f"ratio collation / step             : {collate / step:9.3f}")
     print(f"collation share of step + collation: {100 * collate / (collate + step):8.2f} % (goal < 5%)")
 

@@ -89,9 +89,7 @@ def iter_stdlib_sources(root: Path | None = None) -> Iterator[tuple[str, str]]:
             yield relative.as_posix(), text
 
 
-def load_stdlib_corpus(
-    validation_fraction: float = 0.02, max_documents: int | None = None
-) -> datasets.DatasetDict:
+def load_stdlib_corpus(validation_fraction: float = 0.02, max_documents: int | None = None) -> datasets.DatasetDict:
     """The standard library's source as ``DatasetDict(train=..., validation=...)``.
 
     One document per file, columns ``text`` and ``path``. ``max_documents`` keeps the first N
@@ -241,7 +239,10 @@ def tokenize_corpus(
         }
 
     return dataset.map(
-        encode, batched=True, remove_columns=dataset.column_names, num_proc=num_proc,
+        encode,
+        batched=True,
+        remove_columns=dataset.column_names,
+        num_proc=num_proc,
         desc="tokenize",
     )
 

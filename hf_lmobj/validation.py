@@ -254,8 +254,7 @@ def check_labels(
         raise TypeError(f"{field} must be a torch.Tensor of class indices, got {type(labels).__name__}")
     if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
         raise TypeError(
-            f"{field} must hold integer class indices, got dtype {labels.dtype}; "
-            "pass a long tensor (-100 = not scored)"
+            f"{field} must hold integer class indices, got dtype {labels.dtype}; pass a long tensor (-100 = not scored)"
         )
     if shape is not None and tuple(labels.shape) != tuple(shape):
         raise ValueError(f"{field} shape {tuple(labels.shape)} must equal {shape_of} {tuple(shape)}")

@@ -47,16 +47,26 @@ __all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "mai
 class EvalArguments:
     """Which model, which text, how it is scored and where the results go."""
 
-    model_name_or_path: str | None = field(default=None, metadata={"help": "Causal LM: Hub id or local folder (required)."})
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Causal LM: Hub id or local folder (required)."}
+    )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer; None = the model's own."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub/local dataset; None = embedded stdlib corpus."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Hub/local dataset; None = embedded stdlib corpus."}
+    )
     dataset_config: str | None = field(default=None, metadata={"help": "Dataset configuration name."})
     text_column: str = field(default="text", metadata={"help": "Column holding the raw text."})
     split: str = field(default="validation", metadata={"help": "Split to score (train | validation | test ...)."})
-    validation_fraction: float = field(default=0.02, metadata={"help": "Held-out share when there is no validation split."})
-    max_documents: int | None = field(default=None, metadata={"help": "Load only the first N training documents (quick runs)."})
+    validation_fraction: float = field(
+        default=0.02, metadata={"help": "Held-out share when there is no validation split."}
+    )
+    max_documents: int | None = field(
+        default=None, metadata={"help": "Load only the first N training documents (quick runs)."}
+    )
     max_texts: int | None = field(default=None, metadata={"help": "Score only the first N texts of the split."})
-    max_length: int | None = field(default=None, metadata={"help": "Tokens per window; None = the model's context size."})
+    max_length: int | None = field(
+        default=None, metadata={"help": "Tokens per window; None = the model's context size."}
+    )
     stride: int | None = field(default=None, metadata={"help": "Scored positions per later window; None = max_length."})
     add_start_token: bool = field(default=True, metadata={"help": "Prepend BOS so each text's first token is scored."})
     batch_size: int = field(default=8, metadata={"help": "Windows per forward pass."})
@@ -94,8 +104,14 @@ def score_shard(args: EvalArguments, texts: list[str], state: PartialState) -> l
     model = AutoModelForCausalLM.from_pretrained(args.model_name_or_path).to(state.device)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name or args.model_name_or_path)
     scores = score_texts(
-        model, tokenizer, [texts[i] for i in indices], max_length=args.max_length, stride=args.stride,
-        add_start_token=args.add_start_token, batch_size=args.batch_size, progress=state.is_main_process,
+        model,
+        tokenizer,
+        [texts[i] for i in indices],
+        max_length=args.max_length,
+        stride=args.stride,
+        add_start_token=args.add_start_token,
+        batch_size=args.batch_size,
+        progress=state.is_main_process,
     )
     return [(i, s.nll, s.num_tokens, s.num_bytes) for i, s in zip(indices, scores)]
 
@@ -135,7 +151,10 @@ def _report(args: EvalArguments, metrics: dict[str, float], num_processes: int) 
     model_path = args.model_name_or_path
     settings = {k: v for k, v in asdict(args).items() if k not in ("output_dir", "use_cpu") and v is not None}
     write_model_card(
-        output, objective="clm", metrics=metrics, hyperparameters={**settings, "num_processes": num_processes},
+        output,
+        objective="clm",
+        metrics=metrics,
+        hyperparameters={**settings, "num_processes": num_processes},
         model_name=Path(model_path).name if os.path.isdir(model_path) else model_path,
         dataset_name=args.dataset_name or "python-stdlib",
         base_model=model_path,

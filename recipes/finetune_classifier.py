@@ -72,16 +72,26 @@ __all__ = [
 class ClassifierArguments:
     """The labelled task, the optional adapter and the from-scratch comparison."""
 
-    task: str = field(default="replaced_tokens", metadata={"help": "package (which stdlib package) | replaced_tokens (real or corrupted)."})
-    packages: str = field(default=",".join(DEFAULT_PACKAGES), metadata={"help": "Comma-separated stdlib packages (the classes of 'package')."})
+    task: str = field(
+        default="replaced_tokens",
+        metadata={"help": "package (which stdlib package) | replaced_tokens (real or corrupted)."},
+    )
+    packages: str = field(
+        default=",".join(DEFAULT_PACKAGES),
+        metadata={"help": "Comma-separated stdlib packages (the classes of 'package')."},
+    )
     train_per_class: int = field(default=64, metadata={"help": "Labelled training functions per class."})
     eval_per_class: int = field(default=48, metadata={"help": "Held-out functions per class."})
     max_chars: int | None = field(default=800, metadata={"help": "Only functions of at most N characters (never cut)."})
     use_lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter + the head instead of all weights."})
     lora_r: int = field(default=8, metadata={"help": "Rank of the LoRA update."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
-    replace_prob: float = field(default=0.15, metadata={"help": "replaced_tokens: share of a corrupted function's tokens replaced."})
-    compare_with_scratch: bool = field(default=True, metadata={"help": "Also train the same architecture from scratch."})
+    replace_prob: float = field(
+        default=0.15, metadata={"help": "replaced_tokens: share of a corrupted function's tokens replaced."}
+    )
+    compare_with_scratch: bool = field(
+        default=True, metadata={"help": "Also train the same architecture from scratch."}
+    )
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -160,7 +170,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         set_seed(train_args.seed)
         scratch = build_classifier(path, labels, False, cls_args, model_args.attn_implementation)
         _, scratch_results = train_and_evaluate(scratch, scratch_args, data, tokenizer)
-        metrics.update(scratch_eval_loss=scratch_results["eval_loss"], scratch_eval_accuracy=scratch_results["eval_accuracy"])
+        metrics.update(
+            scratch_eval_loss=scratch_results["eval_loss"], scratch_eval_accuracy=scratch_results["eval_accuracy"]
+        )
         metrics["accuracy_gain_over_scratch"] = metrics["eval_accuracy"] - metrics["scratch_eval_accuracy"]
     metrics.update(num_train_examples=data["train"].num_rows, num_eval_examples=data["validation"].num_rows,
                    chance_accuracy=1.0 / len(labels))  # fmt: skip

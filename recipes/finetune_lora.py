@@ -51,21 +51,31 @@ class LoraArguments:
     """What to fine-tune on and the shape of the adapter."""
 
     mode: str = field(default="instruction", metadata={"help": f"One of {MODES}."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub/local dataset; None = built from the stdlib."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Hub/local dataset; None = built from the stdlib."}
+    )
     dataset_config: str | None = field(default=None, metadata={"help": "Dataset configuration name."})
     prompt_column: str = field(default="prompt", metadata={"help": "instruction: column of the (unscored) prompts."})
     response_column: str = field(default="response", metadata={"help": "instruction: column of the trained responses."})
     text_column: str = field(default="text", metadata={"help": "continue: column of the raw text."})
-    packages: str | None = field(default=None, metadata={"help": "Built set: comma-separated stdlib packages; None = all."})
+    packages: str | None = field(
+        default=None, metadata={"help": "Built set: comma-separated stdlib packages; None = all."}
+    )
     max_chars: int | None = field(default=1200, metadata={"help": "Built set: only functions of at most N characters."})
     max_examples: int | None = field(default=None, metadata={"help": "Use only the first N examples / documents."})
-    validation_fraction: float = field(default=0.1, metadata={"help": "Held-out share when there is no validation split."})
-    max_eval_examples: int | None = field(default=64, metadata={"help": "Validation examples / rows scored; None = all."})
+    validation_fraction: float = field(
+        default=0.1, metadata={"help": "Held-out share when there is no validation split."}
+    )
+    max_eval_examples: int | None = field(
+        default=64, metadata={"help": "Validation examples / rows scored; None = all."}
+    )
     max_length: int = field(default=512, metadata={"help": "Longest row; longer examples are split, never truncated."})
     lora_r: int = field(default=8, metadata={"help": "Rank of the LoRA update."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA input."})
-    lora_target_modules: str = field(default="all-linear", metadata={"help": "'all-linear' or comma-separated module names."})
+    lora_target_modules: str = field(
+        default="all-linear", metadata={"help": "'all-linear' or comma-separated module names."}
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -121,7 +131,10 @@ def build_lora_model(model_args: ModelArguments, args: LoraArguments):
                                                  attn_implementation=model_args.attn_implementation)  # fmt: skip
     targets = args.lora_target_modules
     config = LoraConfig(
-        task_type="CAUSAL_LM", r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+        task_type="CAUSAL_LM",
+        r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
         target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
     )
     return get_peft_model(model, config)
@@ -180,8 +193,12 @@ def _report(trainer, tokenizer, metrics, model_args: ModelArguments, lora_args: 
         "max_steps": trainer.args.max_steps, "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
     }  # fmt: skip
     write_model_card(
-        output, objective="clm", metrics=metrics, hyperparameters=hyperparameters,
-        model_name=f"{Path(base).name}-lora-{lora_args.mode}", log_history=trainer.state.log_history,
+        output,
+        objective="clm",
+        metrics=metrics,
+        hyperparameters=hyperparameters,
+        model_name=f"{Path(base).name}-lora-{lora_args.mode}",
+        log_history=trainer.state.log_history,
         dataset_name=lora_args.dataset_name or "python-stdlib-functions",
         base_model=base,
         extra={"base model": base, "adapter": "PEFT LoRA; load with PeftModel.from_pretrained(base, this folder)"},

@@ -28,42 +28,30 @@ __all__ = ["GenerateArguments", "generate", "main"]
 class GenerateArguments:
     """What to load, what to prompt with, and the sampler settings."""
 
-    model_dir: str = field(
-        metadata={"help": "folder written by save_pretrained (the pretrain output_dir)"}
-    )
-    prompts: list[str] = field(
-        default_factory=lambda: ["def ", "import "], metadata={"help": "one or more prompts"}
-    )
+    model_dir: str = field(metadata={"help": "folder written by save_pretrained (the pretrain output_dir)"})
+    prompts: list[str] = field(default_factory=lambda: ["def ", "import "], metadata={"help": "one or more prompts"})
     max_new_tokens: int = field(default=64, metadata={"help": "tokens generated per sample"})
     num_samples: int = field(default=1, metadata={"help": "samples per prompt"})
     temperature: float = field(default=1.0, metadata={"help": ">= 0; 0 = greedy"})
     top_k: int = field(default=0, metadata={"help": "keep the k best tokens; 0 = off"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus mass in (0, 1]; 1 = off"})
-    min_p: float = field(
-        default=0.0, metadata={"help": "drop tokens below min_p x top probability; 0 = off"}
-    )
+    min_p: float = field(default=0.0, metadata={"help": "drop tokens below min_p x top probability; 0 = off"})
     seed: int = field(default=0, metadata={"help": "sampling seed"})
     add_bos: bool = field(
         default=True,
         metadata={"help": "prepend the tokenizer's BOS token (the pretrain recipe trains with it)"},
     )
-    device: str = field(
-        default="cpu", metadata={"help": "torch device for the model, e.g. cpu, cuda"}
-    )
+    device: str = field(default="cpu", metadata={"help": "torch device for the model, e.g. cpu, cuda"})
 
     def __post_init__(self) -> None:
         if not self.prompts or any(not isinstance(p, str) or not p for p in self.prompts):
-            raise ValueError(
-                "prompts must be one or more non-empty strings: --prompts 'def ' 'import '"
-            )
+            raise ValueError("prompts must be one or more non-empty strings: --prompts 'def ' 'import '")
         for name in ("max_new_tokens", "num_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
-        SamplingLogitsProcessor(
-            self.temperature, self.top_k, self.top_p, self.min_p
-        )  # validates them
+        SamplingLogitsProcessor(self.temperature, self.top_k, self.top_p, self.min_p)  # validates them
 
 
 def generate(args: GenerateArguments) -> list[list[str]]:
@@ -82,12 +70,8 @@ def generate(args: GenerateArguments) -> list[list[str]]:
             num_return_sequences=args.num_samples,
             pad_token_id=tokenizer.pad_token_id,
         )  # (P * S, T)
-    texts = tokenizer.batch_decode(
-        output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True
-    )
-    return [
-        texts[i * args.num_samples : (i + 1) * args.num_samples] for i in range(len(args.prompts))
-    ]
+    texts = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    return [texts[i * args.num_samples : (i + 1) * args.num_samples] for i in range(len(args.prompts))]
 
 
 def main(argv: list[str] | None = None) -> list[list[str]]:

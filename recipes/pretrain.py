@@ -72,12 +72,18 @@ __all__ = ["ReportArguments", "main", "baseline_key"]
 class ReportArguments:
     """What the end of the run measures and shows."""
 
-    eval_batch_size: int = field(default=16, metadata={"help": "Windows per forward pass when scoring the validation text."})
-    eval_max_length: int | None = field(default=None, metadata={"help": "Window length when scoring; None = max_length."})
+    eval_batch_size: int = field(
+        default=16, metadata={"help": "Windows per forward pass when scoring the validation text."}
+    )
+    eval_max_length: int | None = field(
+        default=None, metadata={"help": "Window length when scoring; None = max_length."}
+    )
     eval_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = window // 2."})
     ngram_orders: list[int] = field(
         default_factory=lambda: [3, 4, 5],
-        metadata={"help": "clm: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."},
+        metadata={
+            "help": "clm: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."
+        },
     )
     sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
     sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
@@ -87,8 +93,15 @@ class ReportArguments:
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     data_args, model_args, aux_args, fim_args, report_args, runtime_args, train_args = parse_args_with_config(
-        (DataArguments, ModelArguments, AuxiliaryArguments, FimArguments, ReportArguments, RuntimeArguments,
-         TrainingArguments),
+        (
+            DataArguments,
+            ModelArguments,
+            AuxiliaryArguments,
+            FimArguments,
+            ReportArguments,
+            RuntimeArguments,
+            TrainingArguments,
+        ),
         cpu_aware_argv(argv),
         description=__doc__,
     )
@@ -97,8 +110,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     set_seed(train_args.seed)
     with timer.phase("corpus"):
         splits = load_text_splits(
-            data_args.dataset_name, data_args.dataset_config, data_args.text_column,
-            data_args.validation_fraction, data_args.max_documents,
+            data_args.dataset_name,
+            data_args.dataset_config,
+            data_args.text_column,
+            data_args.validation_fraction,
+            data_args.max_documents,
         )
     with timer.phase("tokenizer"):
         tokenizer = (
@@ -114,8 +130,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             )
     trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
     trainer = trainer_class(
-        model=model, args=train_args, callbacks=[*data.callbacks, *([threads] if threads else [])],
-        data_collator=data.collator, train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
+        model=model,
+        args=train_args,
+        callbacks=[*data.callbacks, *([threads] if threads else [])],
+        data_collator=data.collator,
+        train_dataset=data.train_dataset,
+        eval_dataset=data.eval_dataset,
     )
     with timer.phase("training"):
         train_metrics = trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint).metrics
@@ -154,8 +174,19 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             baselines = _baselines(data, tokenizer, validation_texts, report_args, timer)
             metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
         _write_and_report(
-            trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, fim_args, report_args,
-            sample, timer, threads,
+            trainer,
+            tokenizer,
+            metrics,
+            baselines,
+            data,
+            data_args,
+            model_args,
+            aux_args,
+            fim_args,
+            report_args,
+            sample,
+            timer,
+            threads,
         )
     return metrics
 
@@ -170,7 +201,10 @@ def _thread_control(runtime_args: RuntimeArguments) -> AdaptiveThreadsCallback |
 
 def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
     """Training throughput (tokens per second of the training phase) and the unigram entropy of the tokens."""
-    stats = {"train_runtime": train_metrics["train_runtime"], "train_unigram_entropy": unigram_entropy(data.train_dataset)}
+    stats = {
+        "train_runtime": train_metrics["train_runtime"],
+        "train_unigram_entropy": unigram_entropy(data.train_dataset),
+    }
     if trainer.state.num_input_tokens_seen:
         stats["train_tokens_seen"] = trainer.state.num_input_tokens_seen
         stats["train_tokens_per_second"] = trainer.state.num_input_tokens_seen / train_metrics["train_runtime"]
@@ -182,8 +216,13 @@ def _score_texts(model, tokenizer, texts, data_args, report_args, progress: bool
     window = report_args.eval_max_length or data_args.max_length
     stride = report_args.eval_stride or max(window // 2, 1)
     scores = score_texts(
-        model, tokenizer, texts, max_length=window, stride=stride,
-        batch_size=report_args.eval_batch_size, progress=progress,
+        model,
+        tokenizer,
+        texts,
+        max_length=window,
+        stride=stride,
+        batch_size=report_args.eval_batch_size,
+        progress=progress,
     )
     nll, tokens, num_bytes = ([getattr(s, name) for s in scores] for name in ("nll", "num_tokens", "num_bytes"))
     return {
@@ -223,22 +262,41 @@ def baseline_key(name: str) -> str:
 
 
 def _write_and_report(
-    trainer, tokenizer, metrics, baselines, data, data_args, model_args, aux_args, fim_args, report_args, sample,
-    timer, threads,
+    trainer,
+    tokenizer,
+    metrics,
+    baselines,
+    data,
+    data_args,
+    model_args,
+    aux_args,
+    fim_args,
+    report_args,
+    sample,
+    timer,
+    threads,
 ) -> None:
     output = Path(trainer.args.output_dir)
     tokenizer.save_pretrained(output)
     (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     hyperparameters = {
-        **data.hyperparameters, "learning_rate": trainer.args.learning_rate,
-        "max_steps": trainer.state.max_steps, "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
-        "parameters": trainer.model.num_parameters(), "vocab_size": len(tokenizer),
+        **data.hyperparameters,
+        "learning_rate": trainer.args.learning_rate,
+        "max_steps": trainer.state.max_steps,
+        "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
+        "parameters": trainer.model.num_parameters(),
+        "vocab_size": len(tokenizer),
         **auxiliary_hyperparameters(aux_args),
     }
     write_model_card(
-        output, objective=data_args.objective, metrics=metrics, hyperparameters=hyperparameters,
-        model_name=output.name, dataset_name=data_args.dataset_name or "python-stdlib",
-        base_model=model_args.model_name_or_path, log_history=trainer.state.log_history,
+        output,
+        objective=data_args.objective,
+        metrics=metrics,
+        hyperparameters=hyperparameters,
+        model_name=output.name,
+        dataset_name=data_args.dataset_name or "python-stdlib",
+        base_model=model_args.model_name_or_path,
+        log_history=trainer.state.log_history,
         extra={"launch command": " ".join(sys.argv)},
     )
     print(f"\n== {data_args.objective} run written to {output}")
@@ -247,8 +305,10 @@ def _write_and_report(
             print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
     if data_args.objective not in CAUSAL_OBJECTIVES:
         loss_key = "eval_mlm_loss" if "eval_mlm_loss" in metrics else "eval_loss"  # ELECTRA: the generator's MLM loss
-        print(f"  {loss_key} {metrics[loss_key]:.3f} vs unigram entropy of the training tokens "
-              f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)")
+        print(
+            f"  {loss_key} {metrics[loss_key]:.3f} vs unigram entropy of the training tokens "
+            f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)"
+        )
     else:
         _print_comparison(metrics, baselines)
         print_fim_comparison(metrics, fim_args.fim_baseline_metrics)
@@ -257,8 +317,10 @@ def _write_and_report(
     for line in timer.lines():
         print(f"    {line}")
     if "train_tokens_per_second" in metrics:
-        print(f"    training throughput {metrics['train_tokens_per_second']:,.0f} tokens/s "
-              f"({metrics['train_tokens_seen']:,} tokens)")
+        print(
+            f"    training throughput {metrics['train_tokens_per_second']:,.0f} tokens/s "
+            f"({metrics['train_tokens_seen']:,} tokens)"
+        )
     if sample is not None:
         print(f"  sample ({report_args.sample_prompt!r}, top_p={report_args.sample_top_p}):")
         print(sample)
@@ -284,8 +346,10 @@ def _sample(model, tokenizer, report_args) -> str:
     with torch.random.fork_rng(devices=devices):  # seeded draws, the caller's RNG left untouched
         torch.manual_seed(report_args.sample_seed)
         output = model.generate(
-            **inputs.to(model.device), max_new_tokens=report_args.sample_max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id, **sampling_generate_kwargs(top_p=report_args.sample_top_p),
+            **inputs.to(model.device),
+            max_new_tokens=report_args.sample_max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            **sampling_generate_kwargs(top_p=report_args.sample_top_p),
         )
     return tokenizer.decode(output[0], skip_special_tokens=True)
 

@@ -42,8 +42,9 @@ def _venv(root: Path, leave_out: tuple[str, ...]) -> Path:
             if not (view / entry.name).exists():
                 (view / entry.name).symlink_to(entry)
     python = root / "bin" / "python"
-    own_site = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    own_site = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     (Path(own_site) / "deps_view.pth").write_text(f"{view}\n")
     return python
 
@@ -55,8 +56,9 @@ def _clean_env() -> dict[str, str]:
 
 
 def _run(python: Path, args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(python), *args], cwd=cwd, env=_clean_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        [str(python), *args], cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return done
 
@@ -92,8 +94,12 @@ def test_core_imports_and_works_without_the_recipe_extras(tmp_path):
 
 
 def _build_wheel(out: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(REPO)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = out.glob("hf_lmobj-*.whl")
     return wheel
 
@@ -102,20 +108,51 @@ def _build_wheel(out: Path) -> Path:
 def test_the_wheel_ships_recipes_configs_and_cards_and_runs_them_by_config_name(tmp_path):
     wheel = _build_wheel(tmp_path / "dist")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = [*(REPO / "recipes").rglob("*.yaml"), *(REPO / "recipes").rglob("*.py"), *(REPO / "model_cards").glob("*.md")]
+    shipped = [
+        *(REPO / "recipes").rglob("*.yaml"),
+        *(REPO / "recipes").rglob("*.py"),
+        *(REPO / "model_cards").glob("*.md"),
+    ]
     for path in shipped:
         relative = path.relative_to(REPO)
         assert f"hf_lmobj/{relative}" in names, f"{relative} is not in the wheel"
     python = _venv(tmp_path / "venv", ())
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
-                   check=True, capture_output=True, timeout=300, env=_clean_env())
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env=_clean_env(),
+    )
     empty = tmp_path / "work"
     empty.mkdir()
     for config in ("clm/demo", "mlm/bert_tiny", "span/t5_tiny"):
         out = empty / config.replace("/", "_")
-        _run(python, ["-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
-                      "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_lmobj.recipes.pretrain",
-                      "--config", config, "--max_steps", "2", *QUICK, "--output_dir", str(out)], empty)
+        _run(
+            python,
+            [
+                "-m",
+                "accelerate.commands.launch",
+                "--num_processes",
+                "1",
+                "--num_machines",
+                "1",
+                "--mixed_precision",
+                "no",
+                "--dynamo_backend",
+                "no",
+                "-m",
+                "hf_lmobj.recipes.pretrain",
+                "--config",
+                config,
+                "--max_steps",
+                "2",
+                *QUICK,
+                "--output_dir",
+                str(out),
+            ],
+            empty,
+        )
         for produced in ("model.safetensors", "metrics.json", "loss_curve.png", "README.md"):
             assert (out / produced).is_file(), f"{config}: no {produced}"
         assert "hf_lmobj" in (out / "README.md").read_text()

@@ -72,8 +72,12 @@ ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunk
 RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "conv", "hybrid", "hybrid_sliding", "recurrent"})
 DENSE_MASK_MAX_LENGTH = 1024  # longest row that gets a [B, 1, T, T] mask without being asked (4 MiB/row)
 MASK_BUILDERS = frozenset(
-    {"create_causal_mask", "create_sliding_window_causal_mask", "create_chunked_causal_mask",
-     "create_masks_for_generate"}
+    {
+        "create_causal_mask",
+        "create_sliding_window_causal_mask",
+        "create_chunked_causal_mask",
+        "create_masks_for_generate",
+    }
 )
 
 

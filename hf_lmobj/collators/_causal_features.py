@@ -78,8 +78,9 @@ def read_features(
     add_bos = single & (bos_token_id is not None) & (ids[_starts(lengths)] != (bos_token_id or 0))
     add_eos = single & (eos_token_id is not None) & (ids[_starts(lengths) + lengths - 1] != (eos_token_id or 0))
     if add_bos.any() or add_eos.any():
-        ids, labels, valid, lengths = _add_special(ids, labels, valid, lengths, add_bos, add_eos,
-                                                   bos_token_id, eos_token_id)
+        ids, labels, valid, lengths = _add_special(
+            ids, labels, valid, lengths, add_bos, add_eos, bos_token_id, eos_token_id
+        )
     starts, doc_lengths, doc_feature = _documents(features, packed, lengths)
     return FlatFeatures(ids, labels, valid, lengths, starts, doc_lengths, doc_feature, bool(packed.any()))
 

@@ -58,8 +58,9 @@ class FimTokens:
             if not isinstance(value, str) or not value:
                 raise TypeError(f"FimTokens.{name} must be a non-empty token name, got {value!r}")
         if len({self.prefix, self.middle, self.suffix}) != 3:
-            raise ValueError(f"FimTokens needs three different tokens, got {self.prefix!r}, "
-                             f"{self.middle!r}, {self.suffix!r}")
+            raise ValueError(
+                f"FimTokens needs three different tokens, got {self.prefix!r}, {self.middle!r}, {self.suffix!r}"
+            )
 
 
 @dataclass(frozen=True)

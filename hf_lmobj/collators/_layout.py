@@ -133,9 +133,7 @@ def document_ids_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor:
     return starts.cumsum(dim=1) - 1  # (B, T)
 
 
-def block_attention_mask(
-    document_ids: torch.Tensor, causal: bool, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def block_attention_mask(document_ids: torch.Tensor, causal: bool, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """4D additive mask letting each token attend only within its own document.
 
     Shapes: ``document_ids`` (B, T) -> (B, 1, T, T) with 0.0 where query t may attend key s (same

@@ -184,9 +184,7 @@ def _mix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def _force_boundaries(
-    starts: torch.Tensor, doc_starts: torch.Tensor, eligible: torch.Tensor
-) -> torch.Tensor:
+def _force_boundaries(starts: torch.Tensor, doc_starts: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
     """A word also starts at every document start, every ineligible token and right after one."""
     after = torch.ones_like(eligible)  # (N,)
     after[1:] = ~eligible[:-1]
@@ -228,9 +226,7 @@ def word_starts_from_tokens(
     return _force_boundaries(starts, doc_starts, eligible)
 
 
-def word_starts_from_word_ids(
-    word_ids: torch.Tensor, doc_starts: torch.Tensor, eligible: torch.Tensor
-) -> torch.Tensor:
+def word_starts_from_word_ids(word_ids: torch.Tensor, doc_starts: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
     """Mark the first token of every word from ``word_ids`` (float, NaN where the id is None).
 
     Shapes: (N,) -> (N,) bool. A token starts a word when its id differs from the previous one.

@@ -44,15 +44,20 @@ __all__ = [
 
 def check_noise_args(noise_density: float, mean_noise_span_length: float) -> tuple[float, float]:
     """Both as floats, or an error unless ``0 < noise_density < 1`` and ``1 <= mean_noise_span_length < inf``."""
-    density = check_number(noise_density, "noise_density", 0.0, 1.0, low_open=True, high_open=True,
-                           hint="the share of tokens corrupted (T5: 0.15)")
+    density = check_number(
+        noise_density,
+        "noise_density",
+        0.0,
+        1.0,
+        low_open=True,
+        high_open=True,
+        hint="the share of tokens corrupted (T5: 0.15)",
+    )
     mean = check_number(mean_noise_span_length, "mean_noise_span_length", 1.0, hint="T5 uses 3.0")
     return density, mean
 
 
-def noise_span_counts(
-    length: int, noise_density: float, mean_noise_span_length: float
-) -> tuple[int, int]:
+def noise_span_counts(length: int, noise_density: float, mean_noise_span_length: float) -> tuple[int, int]:
     """``(num_noise_tokens, num_noise_spans)`` for ``length >= 2`` tokens, as T5 computes them.
 
     Noise tokens are ``round(length * noise_density)`` clamped to ``[1, length - 1]``; spans are
@@ -70,9 +75,7 @@ def noise_span_counts(
     return num_noise, min(num_spans, num_noise, length - num_noise)
 
 
-def corrupted_lengths(
-    length: int, noise_density: float, mean_noise_span_length: float
-) -> tuple[int, int]:
+def corrupted_lengths(length: int, noise_density: float, mean_noise_span_length: float) -> tuple[int, int]:
     """Lengths ``(inputs, targets)`` (each with its EOS) that ``length`` raw tokens corrupt into.
 
     Both are non-decreasing in ``length``. A single token is not corrupted: ``(2, 0)``.
@@ -121,9 +124,7 @@ def compute_input_and_target_lengths(
     return tokens_length, targets_length
 
 
-def collator_lengths(
-    inputs_length: int, noise_density: float, mean_noise_span_length: float
-) -> tuple[int, int]:
+def collator_lengths(inputs_length: int, noise_density: float, mean_noise_span_length: float) -> tuple[int, int]:
     """:func:`compute_input_and_target_lengths`, made safe for the tiny degenerate settings.
 
     T5's helper counts ``round(noise / mean)`` spans even where that is 0, while its mask always
@@ -135,9 +136,7 @@ def collator_lengths(
         >>> compute_input_and_target_lengths(32, 0.15, 64.0), collator_lengths(32, 0.15, 64.0)
         ((37, 7), (35, 7))
     """
-    raw, targets = compute_input_and_target_lengths(
-        inputs_length, noise_density, mean_noise_span_length
-    )
+    raw, targets = compute_input_and_target_lengths(inputs_length, noise_density, mean_noise_span_length)
     while raw > 1:
         real_inputs, real_targets = corrupted_lengths(raw, noise_density, mean_noise_span_length)
         if real_inputs <= inputs_length:
@@ -146,9 +145,7 @@ def collator_lengths(
     return raw, targets
 
 
-def random_segmentation(
-    num_items: int, num_segments: int, generator: torch.Generator
-) -> torch.Tensor:
+def random_segmentation(num_items: int, num_segments: int, generator: torch.Generator) -> torch.Tensor:
     """Split ``num_items`` into ``num_segments`` non-empty parts, every composition equally likely.
 
     Returns the (num_segments,) int64 part lengths, summing to ``num_items``.

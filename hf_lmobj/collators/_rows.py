@@ -130,9 +130,7 @@ def pack_layout(starts: np.ndarray, lengths: np.ndarray, max_length: int) -> Lay
     return Layout(chunk_starts, chunk_lengths, rows, offsets, fills)
 
 
-def next_fit_layout(
-    starts: np.ndarray, lengths: np.ndarray, owners: np.ndarray, max_length: int | None
-) -> Layout:
+def next_fit_layout(starts: np.ndarray, lengths: np.ndarray, owners: np.ndarray, max_length: int | None) -> Layout:
     """Keep the chunks in order; a new row starts with each owner (feature) and when one is full.
 
     Used in padding mode: one feature gives one row unless it is longer than ``max_length``.
@@ -205,9 +203,7 @@ def assemble_rows(
     )
 
 
-def packing_stats(
-    lengths: Sequence[int], max_length: int, pad_to_multiple_of: int | None = None
-) -> PackingStats:
+def packing_stats(lengths: Sequence[int], max_length: int, pad_to_multiple_of: int | None = None) -> PackingStats:
     """The stats packing mode would give for documents of ``lengths`` (tokens, rows, row length).
 
     Example:

@@ -116,9 +116,7 @@ def text_infilling(
     return noised
 
 
-def permute_sentences(
-    tokens: torch.Tensor, end_token_ids: torch.Tensor, generator: torch.Generator
-) -> torch.Tensor:
+def permute_sentences(tokens: torch.Tensor, end_token_ids: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Shuffle the sentences of ``tokens``; a sentence ends after any of ``end_token_ids``.
 
     Example:
@@ -158,10 +156,18 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     return_tensors: str = "pt"
 
     def __post_init__(self, model: Any) -> None:
-        self.mask_ratio = check_number(self.mask_ratio, "mask_ratio", 0.0, 1.0, low_open=True, high_open=True,
-                                       hint="the share of tokens masked (BART: 0.3)")
-        self.poisson_rate = check_number(self.poisson_rate, "poisson_rate", 0.0, low_open=True,
-                                         hint="the mean span length (BART: 3.0)")
+        self.mask_ratio = check_number(
+            self.mask_ratio,
+            "mask_ratio",
+            0.0,
+            1.0,
+            low_open=True,
+            high_open=True,
+            hint="the share of tokens masked (BART: 0.3)",
+        )
+        self.poisson_rate = check_number(
+            self.poisson_rate, "poisson_rate", 0.0, low_open=True, hint="the mean span length (BART: 3.0)"
+        )
         self.permute_sentences = check_flag(self.permute_sentences, "permute_sentences")
         self.pad_to_multiple_of = check_length(self.pad_to_multiple_of, "pad_to_multiple_of", optional=True)
         self.return_tensors = check_return_tensors(self.return_tensors)
@@ -171,9 +177,7 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         self.mask_token_id = required_token_id(self.tokenizer, "mask")
         if self.decoder_start_token_id is None and model is None:
             self.decoder_start_token_id = self.eos_token_id  # BART's convention
-        self.decoder_start_token_id = resolve_decoder_start(
-            self.decoder_start_token_id, model, self.tokenizer
-        )
+        self.decoder_start_token_id = resolve_decoder_start(self.decoder_start_token_id, model, self.tokenizer)
         end_ids = id_sequence(list(self.sentence_end_token_ids or []), "sentence_end_token_ids")
         check_id_range(end_ids, len(self.tokenizer), "sentence_end_token_ids")
         self.end_ids = torch.from_numpy(end_ids)
@@ -208,9 +212,7 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         source = body
         if self.permute_sentences:
             source = permute_sentences(source, self.end_ids, generator)
-        source = text_infilling(
-            source, self.mask_ratio, self.poisson_rate, self.mask_token_id, generator
-        )
+        source = text_infilling(source, self.mask_ratio, self.poisson_rate, self.mask_token_id, generator)
         bos, eos = torch.tensor([self.bos_token_id]), torch.tensor([self.eos_token_id])
         return torch.cat([bos, source, eos]), torch.cat([bos, body, eos])
 

@@ -148,7 +148,9 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             setattr(self, name, check_flag(getattr(self, name), name, optional=True))
         for name in ("return_shift_labels", "return_use_cache"):
             setattr(self, name, check_flag(getattr(self, name), name))
-        self.attn_implementation, self.mask_dtype = attention_from_model(model, self.attn_implementation, self.mask_dtype)
+        self.attn_implementation, self.mask_dtype = attention_from_model(
+            model, self.attn_implementation, self.mask_dtype
+        )
         self.attn_implementation = check_attn_implementation(self.attn_implementation)
         self.return_tensors = check_return_tensors(self.return_tensors)
         if not self.mask_dtype.is_floating_point:
@@ -173,7 +175,8 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     def _read(self, features: Sequence[Any]) -> FlatFeatures:
         add_bos, add_eos = self._bos_eos
         return read_features(
-            features, len(self.tokenizer),
+            features,
+            len(self.tokenizer),
             self.tokenizer.bos_token_id if add_bos else None,
             self.tokenizer.eos_token_id if add_eos else None,
         )
@@ -182,8 +185,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         """Rows of chunks: bin-packed (packing) or one feature per row (padding mode)."""
         if (self.packing or flat.prepacked) and flat.valid is not None:
             raise ValueError(
-                "packed / pre-packed features must not contain padding (attention_mask zeros); "
-                "tokenize without padding"
+                "packed / pre-packed features must not contain padding (attention_mask zeros); tokenize without padding"
             )
         if self.packing:
             return pack_layout(flat.doc_starts, flat.doc_lengths, self.max_length)

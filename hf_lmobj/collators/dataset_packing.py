@@ -236,11 +236,12 @@ def pack_dataset(
     if "position_ids" in columns or "seq_lengths" in columns:
         raise ValueError("dataset is already packed (it has position_ids / seq_lengths)")
 
-
     # Other columns describe documents, not rows: removed. A Dataset removes them before writing the
     # function's columns; a stream removes them from what the function returns, so keep ours there.
     kwargs: dict[str, Any] = {
-        "batched": True, "batch_size": buffer_size, "remove_columns": columns,
+        "batched": True,
+        "batch_size": buffer_size,
+        "remove_columns": columns,
         "fn_kwargs": {"max_length": max_length, "strategy": strategy},
     }
     if isinstance(dataset, datasets.Dataset):

@@ -106,8 +106,11 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
         self.fim_rate, self.spm_rate = self.transform.fim_rate, self.transform.spm_rate
         if self.causal is None:
             self.causal = DataCollatorForCausalLM(
-                self.tokenizer, max_length=self.max_length, packing=self.packing,
-                pad_to_multiple_of=self.pad_to_multiple_of, model=model,
+                self.tokenizer,
+                max_length=self.max_length,
+                packing=self.packing,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+                model=model,
             )
             return
         if not isinstance(self.causal, DataCollatorForCausalLM):

@@ -140,9 +140,15 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     model: InitVar[Any] = None
 
     def __post_init__(self, model: Any) -> None:
-        self.attn_implementation, self.mask_dtype = attention_from_model(model, self.attn_implementation, self.mask_dtype)
+        self.attn_implementation, self.mask_dtype = attention_from_model(
+            model, self.attn_implementation, self.mask_dtype
+        )
         self.mlm_probability = check_number(  # 0 would select nothing: no target, nothing trained
-            self.mlm_probability, "mlm_probability", 0.0, 1.0, low_open=True,
+            self.mlm_probability,
+            "mlm_probability",
+            0.0,
+            1.0,
+            low_open=True,
             hint="the share of tokens selected for prediction (0 would train nothing; BERT uses 0.15)",
         )
         for name in ("mask_replace_prob", "random_replace_prob"):
@@ -155,8 +161,10 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
                 f"got {self.mask_replace_prob} + {self.random_replace_prob}"
             )
         if self.mask_replace_prob > 0 and self.tokenizer.mask_token_id is None:
-            raise ValueError("tokenizer has no mask token; add one (tokenizer.add_special_tokens("
-                             "{'mask_token': '[MASK]'})) or set mask_replace_prob=0")
+            raise ValueError(
+                "tokenizer has no mask token; add one (tokenizer.add_special_tokens("
+                "{'mask_token': '[MASK]'})) or set mask_replace_prob=0"
+            )
         if self.tokenizer.pad_token_id is None:
             raise ValueError("tokenizer has no pad token; set tokenizer.pad_token before collating")
         for name in ("pad_to_multiple_of", "max_length", "sliding_window"):
@@ -215,8 +223,13 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         words = self._word_starts(ids, doc_starts, eligible, extras)
         selected = masking.select_positions(uniform[0], eligible, words, self.mlm_probability)
         inputs, labels = masking.corrupt(
-            ids, selected, uniform[1], self.tokenizer.mask_token_id, self._tables.replacement_ids,
-            self.mask_replace_prob, self.random_replace_prob,
+            ids,
+            selected,
+            uniform[1],
+            self.tokenizer.mask_token_id,
+            self._tables.replacement_ids,
+            self.mask_replace_prob,
+            self.random_replace_prob,
         )
         return self._layout(inputs, labels, starts, lengths, extras.get("token_type_ids"))
 
@@ -329,8 +342,9 @@ def _as_mapping(feature: Any, index: int) -> Mapping[str, Any]:
         return feature
     if isinstance(feature, (list, tuple, np.ndarray, torch.Tensor)):
         return {"input_ids": feature}
-    raise TypeError(f"feature {index} must be a dict with 'input_ids' or a sequence of ids, got "
-                    f"{type(feature).__name__}")
+    raise TypeError(
+        f"feature {index} must be a dict with 'input_ids' or a sequence of ids, got {type(feature).__name__}"
+    )
 
 
 def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarray, dict[str, Any]]:
@@ -343,8 +357,9 @@ def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarra
         mask = feature.get("attention_mask")
         padded = mask is not None and (0 in mask if isinstance(mask, list) else not np.all(mask))
         if padded:
-            raise ValueError(f"feature {i} is padded (attention_mask has zeros); pass unpadded "
-                             "features, the collator pads")
+            raise ValueError(
+                f"feature {i} is padded (attention_mask has zeros); pass unpadded features, the collator pads"
+            )
     ids = torch.from_numpy(id_column(rows, "input_ids")[0])  # (N,)
     extras = {}
     for name in PER_TOKEN_KEYS:

@@ -120,9 +120,7 @@ def resolve_decoder_start(explicit: int | None, model: Any, tokenizer: Any) -> i
     return required_token_id(tokenizer, "pad")
 
 
-def feature_tokens(
-    feature: Mapping[str, Any], eos_token_id: int | None, vocab_size: int, index: int
-) -> torch.Tensor:
+def feature_tokens(feature: Mapping[str, Any], eos_token_id: int | None, vocab_size: int, index: int) -> torch.Tensor:
     """A feature's ``input_ids`` (checked) as a 1D int64 tensor, one trailing EOS taken off."""
     tokens = torch.from_numpy(token_ids(feature, index, vocab_size))  # (T,)
     if eos_token_id is not None and len(tokens) and int(tokens[-1]) == eos_token_id:
@@ -209,16 +207,16 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         self.eos_token_id = required_token_id(self.tokenizer, "eos")
         self.pad_token_id = required_token_id(self.tokenizer, "pad")
         self.sentinel_ids = torch.tensor(sentinel_token_ids(self.tokenizer), dtype=torch.long)
-        self.decoder_start_token_id = resolve_decoder_start(
-            self.decoder_start_token_id, model, self.tokenizer
-        )
+        self.decoder_start_token_id = resolve_decoder_start(self.decoder_start_token_id, model, self.tokenizer)
         self.raw_tokens_length = self.targets_length = None
         if self.input_length is not None:
             self.raw_tokens_length, self.targets_length = collator_lengths(
                 self.input_length, self.noise_density, self.mean_noise_span_length
             )
             check_enough_sentinels(
-                self.raw_tokens_length, self.noise_density, self.mean_noise_span_length,
+                self.raw_tokens_length,
+                self.noise_density,
+                self.mean_noise_span_length,
                 len(self.sentinel_ids),
             )
         elif self.packing:
@@ -258,30 +256,29 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         """One generator per feature from :func:`~hf_lmobj.collators._seeding.example_seeds`."""
         return [torch.Generator().manual_seed(s) for s in example_seeds(features, seed, self.epoch)]
 
-    def _corrupt_whole(
-        self, tokens: torch.Tensor, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _corrupt_whole(self, tokens: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         if len(tokens) < 2:
-            raise ValueError(
-                f"example has {len(tokens)} token(s) before EOS; span corruption needs at least 2"
-            )
+            raise ValueError(f"example has {len(tokens)} token(s) before EOS; span corruption needs at least 2")
         if self.raw_tokens_length is not None and len(tokens) > self.raw_tokens_length:
             raise ValueError(
                 f"example has {len(tokens)} tokens but input_length={self.input_length} takes at "
                 f"most raw_tokens_length={self.raw_tokens_length}; chunk the data to that length "
                 "(see raw_tokens_length) or use packing=True"
             )
-        mask = random_spans_noise_mask(
-            len(tokens), self.noise_density, self.mean_noise_span_length, generator
-        )
+        mask = random_spans_noise_mask(len(tokens), self.noise_density, self.mean_noise_span_length, generator)
         return span_corrupt(tokens, mask, self.sentinel_ids, self.eos_token_id)
 
     def _packed_rows(
         self, documents: Iterable[tuple[torch.Tensor, torch.Generator]]
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return pack_corrupted(
-            documents, self.input_length, self.targets_length, self.sentinel_ids,
-            self.eos_token_id, self.noise_density, self.mean_noise_span_length,
+            documents,
+            self.input_length,
+            self.targets_length,
+            self.sentinel_ids,
+            self.eos_token_id,
+            self.noise_density,
+            self.mean_noise_span_length,
         )
 
     def _assemble(self, rows: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -304,8 +301,12 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
 
 
 def _corrupt_piece(
-    piece: torch.Tensor, generator: torch.Generator, sentinels: torch.Tensor, eos: int,
-    noise_density: float, mean_noise_span_length: float,
+    piece: torch.Tensor,
+    generator: torch.Generator,
+    sentinels: torch.Tensor,
+    eos: int,
+    noise_density: float,
+    mean_noise_span_length: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if len(piece) == 1:  # too short to corrupt: kept as is, nothing to predict
         return torch.cat([piece, torch.tensor([eos])]), piece.new_zeros(0)
@@ -346,8 +347,12 @@ def pack_corrupted(
                 size -= 1  # leave 2 tokens so that the remainder can still be corrupted
             used = input_length - rooms[0], targets_length - rooms[1], len(sentinel_ids) - rooms[2]
             inputs, targets = _corrupt_piece(
-                tokens[start : start + size], generator, sentinel_ids[used[2]:], eos_token_id,
-                noise_density, mean_noise_span_length,
+                tokens[start : start + size],
+                generator,
+                sentinel_ids[used[2] :],
+                eos_token_id,
+                noise_density,
+                mean_noise_span_length,
             )
             row.append((inputs, targets))
             spans = int(torch.isin(targets, sentinel_ids).sum())

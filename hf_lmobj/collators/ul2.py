@@ -70,8 +70,15 @@ class Denoiser:
         if self.mean_noise_span_length is not None:
             check_noise_args(self.noise_density, self.mean_noise_span_length)
         else:
-            check_number(self.noise_density, "S denoiser noise_density", 0.0, 1.0, low_open=True, high_open=True,
-                         hint="the share of tokens at the end that form the target")
+            check_number(
+                self.noise_density,
+                "S denoiser noise_density",
+                0.0,
+                1.0,
+                low_open=True,
+                high_open=True,
+                hint="the share of tokens at the end that form the target",
+            )
         check_number(self.weight, "Denoiser weight", 0.0, hint="its share of the mixture, relative to the others")
 
     def lengths(self, length: int) -> tuple[int, int]:
@@ -126,8 +133,9 @@ def ul2_lengths(
     return low, max(d.lengths(low)[1] for d in denoisers)
 
 
-def prefix_lm_mask(prefix_lengths: torch.Tensor, lengths: torch.Tensor, width: int,
-                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def prefix_lm_mask(
+    prefix_lengths: torch.Tensor, lengths: torch.Tensor, width: int, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """4D additive mask (B, 1, T, T): causal, plus full attention to each row's prefix.
 
     Query t may attend key s when s is a real token and (s <= t or s < prefix length); every
@@ -189,9 +197,7 @@ class DataCollatorForUL2(DataCollatorMixin):
         self.pad_token_id = required_token_id(self.tokenizer, "pad")
         self.sentinel_ids = torch.tensor(sentinel_token_ids(self.tokenizer), dtype=torch.long)
         self.mode_ids = torch.tensor([self._mode_id(d.mode_token) for d in self.denoisers])
-        self.decoder_start_token_id = resolve_decoder_start(
-            self.decoder_start_token_id, model, self.tokenizer
-        )
+        self.decoder_start_token_id = resolve_decoder_start(self.decoder_start_token_id, model, self.tokenizer)
         self.raw_tokens_length = self.targets_length = None
         if self.input_length is not None:
             self.raw_tokens_length, self.targets_length = ul2_lengths(
@@ -200,7 +206,9 @@ class DataCollatorForUL2(DataCollatorMixin):
             for d in self.denoisers:
                 if d.mean_noise_span_length is not None:
                     check_enough_sentinels(
-                        self.raw_tokens_length, d.noise_density, d.mean_noise_span_length,
+                        self.raw_tokens_length,
+                        d.noise_density,
+                        d.mean_noise_span_length,
                         len(self.sentinel_ids),
                     )
         if self.seed is not None:
@@ -261,9 +269,7 @@ class DataCollatorForUL2(DataCollatorMixin):
             return self._decoder_only_batch(parts)
         inputs, targets = [p[0] for p in parts], [p[1] for p in parts]
         in_width = self.input_length or round_up(max(map(len, inputs)), self.pad_to_multiple_of)
-        target_width = self.targets_length or round_up(
-            max(map(len, targets)), self.pad_to_multiple_of
-        )
+        target_width = self.targets_length or round_up(max(map(len, targets)), self.pad_to_multiple_of)
         labels = pad_rows(targets, target_width, IGNORE_INDEX)  # (B, T_out)
         return {
             "input_ids": pad_rows(inputs, in_width, self.pad_token_id),  # (B, T_in)
@@ -272,9 +278,7 @@ class DataCollatorForUL2(DataCollatorMixin):
             "decoder_input_ids": shift_right(labels, self.decoder_start_token_id, self.pad_token_id),
         }
 
-    def _decoder_only_batch(
-        self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]]
-    ) -> dict[str, torch.Tensor]:
+    def _decoder_only_batch(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
         rows = [torch.cat([prefix, target]) for prefix, target in parts]
         width = self.input_length or round_up(max(map(len, rows)), self.pad_to_multiple_of)
         prefix_lengths = torch.tensor([len(prefix) for prefix, _ in parts])  # (B,)

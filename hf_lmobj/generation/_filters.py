@@ -113,9 +113,7 @@ def top_p_filter(x: torch.Tensor, top_p: torch.Tensor, min_tokens_to_keep: int =
     return _top_p(x, top_p, min_tokens_to_keep, full_sort=False)
 
 
-def top_p_filter_full_sort(
-    x: torch.Tensor, top_p: torch.Tensor, min_tokens_to_keep: int = 1
-) -> torch.Tensor:
+def top_p_filter_full_sort(x: torch.Tensor, top_p: torch.Tensor, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Reference top-p with a full sort of every row (what :func:`top_p_filter` must equal).
 
     Example:

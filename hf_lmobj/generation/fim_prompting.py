@@ -147,9 +147,7 @@ def infill(
     if single != isinstance(suffix, str):
         raise TypeError("prefix and suffix must both be strings or both be lists of strings")
     prefixes, suffixes = ([prefix], [suffix]) if single else (list(prefix), list(suffix))
-    prompts = fim_prompts(
-        tokenizer, prefixes, suffixes, spm, add_bos, fim_tokens, max_prefix_tokens, max_suffix_tokens
-    )
+    prompts = fim_prompts(tokenizer, prefixes, suffixes, spm, add_bos, fim_tokens, max_prefix_tokens, max_suffix_tokens)
     stop = fim_generate_kwargs(tokenizer)
     inputs = left_padded(prompts, stop["pad_token_id"])  # (B, T) each
     device = next(model.parameters()).device

@@ -79,17 +79,16 @@ class SamplingLogitsProcessor(LogitsProcessor):
         min_tokens_to_keep: int = 1,
     ) -> None:
         self.min_tokens_to_keep = check_length(min_tokens_to_keep, "min_tokens_to_keep")
-        self.temperature = check_per_row(temperature, "temperature", 0.0, math.inf, integer=False,
-                                         hint=_HINTS["temperature"])
+        self.temperature = check_per_row(
+            temperature, "temperature", 0.0, math.inf, integer=False, hint=_HINTS["temperature"]
+        )
         self.top_k = check_per_row(top_k, "top_k", 0, math.inf, integer=True, hint=_HINTS["top_k"])
         self.top_p = check_per_row(top_p, "top_p", 0.0, 1.0, integer=False, low_open=True, hint=_HINTS["top_p"])
         self.min_p = check_per_row(min_p, "min_p", 0.0, 1.0, integer=False, hint=_HINTS["min_p"])
 
     def __repr__(self) -> str:
         names = ("temperature", "top_k", "top_p", "min_p", "min_tokens_to_keep")
-        return (
-            f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
-        )
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
 
     def __call__(self, input_ids: torch.LongTensor | None, scores: torch.Tensor) -> torch.Tensor:
         """Filter ``scores`` (B, V); ``input_ids`` is unused (the ``LogitsProcessor`` signature)."""
@@ -117,9 +116,7 @@ class SamplingLogitsProcessor(LogitsProcessor):
             x = x - torch.where(top.isfinite(), top, 0.0)
         return x.to(scores.dtype)
 
-    def sample(
-        self, logits: torch.Tensor, generator: torch.Generator | None = None
-    ) -> torch.Tensor:
+    def sample(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """Draw one token id per row (B,) from the filtered distribution of ``logits`` (B, V).
 
         Example:

@@ -151,8 +151,13 @@ def causal_lm_loss(
         labels = check_labels(labels, "labels", logits.shape[-1], ignore_index, shape=logits.shape[:-1])
         shift_labels = next_token_targets(labels, ignore_index)
     return masked_lm_loss(
-        logits, shift_labels, num_items_in_batch=num_items_in_batch, ignore_index=ignore_index,
-        label_smoothing=label_smoothing, z_loss=z_loss, logit_softcap=logit_softcap,
+        logits,
+        shift_labels,
+        num_items_in_batch=num_items_in_batch,
+        ignore_index=ignore_index,
+        label_smoothing=label_smoothing,
+        z_loss=z_loss,
+        logit_softcap=logit_softcap,
     )
 
 

@@ -292,8 +292,15 @@ def linear_cross_entropy(
     like = hidden.new_zeros((), dtype=accumulation_dtype(compute))
     scale = 1.0 / _denominator(num_items_in_batch, flat_t.numel(), like)
     return _ChunkedLinearCrossEntropy.apply(
-        flat_h, weight, bias, flat_t, scale, opts, resolve_chunk_size(chunk_size, weight.shape[0]),
-        torch.is_grad_enabled(), compute,
+        flat_h,
+        weight,
+        bias,
+        flat_t,
+        scale,
+        opts,
+        resolve_chunk_size(chunk_size, weight.shape[0]),
+        torch.is_grad_enabled(),
+        compute,
     )
 
 

@@ -82,10 +82,23 @@ def push_to_hub(name: str, repo_id: str, token: str | None = None, private: bool
     api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         folder = export_space(name, tmp)
-        api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=str(folder),
-                          commit_message=f"Upload the {name} metric from hf_lmobj")
+        api.upload_folder(
+            repo_id=repo_id,
+            repo_type="space",
+            folder_path=str(folder),
+            commit_message=f"Upload the {name} metric from hf_lmobj",
+        )
     return f"https://huggingface.co/spaces/{repo_id}"
 
 
-__all__ = ["BITS_PER_BYTE_PATH", "GRADIO_SDK_VERSION", "METRIC_NAMES", "PERPLEXITY_PATH", "SPACE_FILES",
-           "export_space", "load", "metric_path", "push_to_hub"]
+__all__ = [
+    "BITS_PER_BYTE_PATH",
+    "GRADIO_SDK_VERSION",
+    "METRIC_NAMES",
+    "PERPLEXITY_PATH",
+    "SPACE_FILES",
+    "export_space",
+    "load",
+    "metric_path",
+    "push_to_hub",
+]

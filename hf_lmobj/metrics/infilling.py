@@ -163,8 +163,13 @@ def _prompts(tokenizer, cases, mode: str, budget: int, add_bos: bool) -> tuple[l
         return prompts, targets, leads
     room = budget - len(bos) - 3  # the three sentinels
     prompts = fim_prompts(
-        tokenizer, [c.prefix for c in cases], [c.suffix for c in cases], spm=mode == "spm", add_bos=add_bos,
-        max_prefix_tokens=room - room // 3, max_suffix_tokens=room // 3,
+        tokenizer,
+        [c.prefix for c in cases],
+        [c.suffix for c in cases],
+        spm=mode == "spm",
+        add_bos=add_bos,
+        max_prefix_tokens=room - room // 3,
+        max_suffix_tokens=room // 3,
     )
     targets = tokenizer([c.middle for c in cases], add_special_tokens=False)["input_ids"]
     return prompts, targets, [""] * len(cases)
@@ -252,6 +257,9 @@ def evaluate_infilling(
     ]
     scored_bytes = sum(len(tokenizer.decode(t).encode("utf-8")) for t in targets)
     return InfillingResult(
-        mode=mode, cases=len(cases), exact_match=sum(hits) / len(cases), middle_nll=sum(nll) / len(cases),
+        mode=mode,
+        cases=len(cases),
+        exact_match=sum(hits) / len(cases),
+        middle_nll=sum(nll) / len(cases),
         middle_bits_per_byte=sum(nll) / math.log(2) / max(scored_bytes, 1),
     )

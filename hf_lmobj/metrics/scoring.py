@@ -281,8 +281,17 @@ def score_texts(
     ]
 
 
-MODEL_KWARGS = ("model_id", "model", "tokenizer", "max_length", "stride", "add_start_token", "batch_size",
-                "device", "progress")
+MODEL_KWARGS = (
+    "model_id",
+    "model",
+    "tokenizer",
+    "max_length",
+    "stride",
+    "add_start_token",
+    "batch_size",
+    "device",
+    "progress",
+)
 
 
 class SumsMetric:

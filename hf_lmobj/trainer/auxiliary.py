@@ -169,8 +169,11 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         """(MLM + rtd_weight * RTD, the ElectraPretrainingOutput), draws keyed by (args.seed, global step, row)."""
         output = model(**inputs, sampling_seed=self.args.seed, sampling_step=self.state.global_step)
         loss, mlm, rtd = electra_loss(
-            output, None if counts is None else counts[0], None if counts is None else counts[1],
-            electra.electra_config.rtd_weight, self.loss_options,
+            output,
+            None if counts is None else counts[0],
+            None if counts is None else counts[1],
+            electra.electra_config.rtd_weight,
+            self.loss_options,
         )
         self._record_terms({"mlm_loss": mlm, "rtd_loss": rtd})
         return loss, output
@@ -204,12 +207,18 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         self._electra_eval += self.accelerator.gather_for_metrics(rows).sum(dim=0).cpu()
         return loss.detach(), None, None
 
-    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"):
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
         if self.auxiliary != "electra":
-            return super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+            return super().evaluation_loop(
+                dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
+            )
         self._electra_eval = torch.zeros(6, dtype=torch.float64)
         try:  # the stock loop: ObjectiveTrainer's next-token / masked totals do not apply to the pair
-            output = Trainer.evaluation_loop(self, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+            output = Trainer.evaluation_loop(
+                self, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
+            )
             mlm_nll, mlm_count, mlm_hits, rtd_bce, rtd_count, rtd_hits = self._electra_eval.tolist()
         finally:
             self._electra_eval = None

@@ -73,8 +73,11 @@ class AuxiliaryModel(nn.Module):
         raise NotImplementedError
 
     def save_pretrained(
-        self, save_directory: str | Path, state_dict: Mapping[str, torch.Tensor] | None = None,
-        is_main_process: bool = True, **kwargs: Any,
+        self,
+        save_directory: str | Path,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        is_main_process: bool = True,
+        **kwargs: Any,
     ) -> None:
         raise NotImplementedError
 

@@ -342,7 +342,11 @@ class ElectraPretrainingModel(AuxiliaryModel):
         original = torch.where(selected, labels, input_ids)  # (B, T)
         keys = [example_key({"input_ids": row[real]}) for row, real in zip(input_ids, rtd_mask)]
         samples = sample_replacements(
-            generator_logits, flat // input_ids.shape[1], keys, sampling_seed, sampling_step,
+            generator_logits,
+            flat // input_ids.shape[1],
+            keys,
+            sampling_seed,
+            sampling_step,
             self.electra_config.sampling_temperature,
         )  # (M,)
         replaced_input_ids = original.reshape(-1).index_copy(0, flat, samples).view_as(original)  # (B, T)
@@ -350,23 +354,37 @@ class ElectraPretrainingModel(AuxiliaryModel):
             input_ids=replaced_input_ids, attention_mask=attention_mask, **extra
         ).logits  # (B, T)
         return ElectraPretrainingOutput(
-            generator_logits=generator_logits, mlm_targets=mlm_targets, replaced_input_ids=replaced_input_ids,
-            replaced=replaced_input_ids != original, discriminator_logits=discriminator_logits, rtd_mask=rtd_mask,
+            generator_logits=generator_logits,
+            mlm_targets=mlm_targets,
+            replaced_input_ids=replaced_input_ids,
+            replaced=replaced_input_ids != original,
+            discriminator_logits=discriminator_logits,
+            rtd_mask=rtd_mask,
         )
 
     # ---- saving -------------------------------------------------------------------------------
     def save_pretrained(
-        self, save_directory: str | Path, state_dict: Mapping[str, torch.Tensor] | None = None,
-        is_main_process: bool = True, **kwargs: Any,
+        self,
+        save_directory: str | Path,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        is_main_process: bool = True,
+        **kwargs: Any,
     ) -> None:
         """The discriminator into ``save_directory`` (stock ``ElectraForPreTraining``), the generator
         and the ELECTRA settings into ``save_directory/generator``."""
         state_dict = self.state_dict() if state_dict is None else state_dict
         folder = Path(save_directory) / GENERATOR_FOLDER
-        for prefix, model, target in (("discriminator.", self.discriminator, save_directory), ("generator.", self.generator, folder)):
-            model.save_pretrained(target, state_dict=split_state_dict(state_dict, prefix), is_main_process=is_main_process, **kwargs)
+        for prefix, model, target in (
+            ("discriminator.", self.discriminator, save_directory),
+            ("generator.", self.generator, folder),
+        ):
+            model.save_pretrained(
+                target, state_dict=split_state_dict(state_dict, prefix), is_main_process=is_main_process, **kwargs
+            )
         if is_main_process:
-            (folder / ELECTRA_CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(self.electra_config), indent=2) + "\n")
+            (folder / ELECTRA_CONFIG_NAME).write_text(
+                json.dumps(dataclasses.asdict(self.electra_config), indent=2) + "\n"
+            )
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **kwargs: Any) -> ElectraPretrainingModel:

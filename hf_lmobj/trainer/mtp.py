@@ -140,7 +140,9 @@ class MTPConfig:
             hidden_size=hidden,
             embedding_size=self.embedding_size or getattr(embedding, "embedding_dim", hidden),
             num_attention_heads=self.num_attention_heads or text.num_attention_heads,
-            intermediate_size=self.intermediate_size or getattr(text, "intermediate_size", None) or -(-8 * hidden // 192) * 64,
+            intermediate_size=self.intermediate_size
+            or getattr(text, "intermediate_size", None)
+            or -(-8 * hidden // 192) * 64,
             initializer_range=self.initializer_range or getattr(text, "initializer_range", 0.02),
         )
 
@@ -248,7 +250,7 @@ class CausalBlock(nn.Module):
         q, k, v = self.qkv(self.attention_norm(x)).view(b, t, 3, self.num_heads, head_dim).unbind(2)  # (B, T, n, d)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, n, T, d)
         exponents = torch.arange(0, head_dim, 2, device=x.device, dtype=torch.float32) / head_dim  # (d / 2,)
-        angles = positions[:, None, :, None].float() * self.rope_theta ** -exponents  # (B, 1, T, d / 2)
+        angles = positions[:, None, :, None].float() * self.rope_theta**-exponents  # (B, 1, T, d / 2)
         cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         if bool((documents == documents[:, :1]).all()):  # one document per row: plain causal attention
@@ -280,13 +282,19 @@ class MTPModule(nn.Module):
         self.output_norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(
-        self, previous: torch.Tensor, next_embeddings: torch.Tensor | None, positions: torch.Tensor, documents: torch.Tensor
+        self,
+        previous: torch.Tensor,
+        next_embeddings: torch.Tensor | None,
+        positions: torch.Tensor,
+        documents: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         x = previous  # (B, T, H)
         if self.sequential:
             if next_embeddings is None:
                 raise ValueError("a sequential MTP module needs the embeddings of the next tokens")
-            joined = torch.cat([self.hidden_norm(previous), self.embedding_norm(next_embeddings)], dim=-1)  # (B, T, H + E)
+            joined = torch.cat(
+                [self.hidden_norm(previous), self.embedding_norm(next_embeddings)], dim=-1
+            )  # (B, T, H + E)
             x = self.projection(joined)  # (B, T, H)
         h = self.block(x, positions, documents)  # (B, T, H)
         return h, self.output_norm(h)
@@ -381,8 +389,11 @@ class MultiTokenPredictionModel(AuxiliaryModel):
 
     # ---- saving -------------------------------------------------------------------------------
     def save_pretrained(
-        self, save_directory: str | Path, state_dict: Mapping[str, torch.Tensor] | None = None,
-        is_main_process: bool = True, **kwargs: Any,
+        self,
+        save_directory: str | Path,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        is_main_process: bool = True,
+        **kwargs: Any,
     ) -> None:
         """The stock model into ``save_directory``, the MTP config and weights into ``save_directory/mtp``."""
         from safetensors.torch import save_file

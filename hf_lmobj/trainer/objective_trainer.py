@@ -87,13 +87,16 @@ def make_compute_loss_func(
             raise ValueError(f"the {objective} loss needs 'labels' in the batch")
         logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs[0]
         return loss_fn(
-            logits, labels, num_items_in_batch=num_items_in_batch, label_smoothing=label_smoothing,
-            z_loss=z_loss, logit_softcap=logit_softcap,
+            logits,
+            labels,
+            num_items_in_batch=num_items_in_batch,
+            label_smoothing=label_smoothing,
+            z_loss=z_loss,
+            logit_softcap=logit_softcap,
         )
 
     compute_loss_func.__name__ = f"{objective}_compute_loss_func"
     return compute_loss_func
-
 
 
 class ObjectiveTrainer(Trainer):
@@ -193,8 +196,15 @@ class ObjectiveTrainer(Trainer):
                     hidden, head.weight, targets, bias=head.bias, chunk_size=chunk, softcap=opts.softcap
                 )
             return linear_cross_entropy(
-                hidden, head.weight, targets, bias=head.bias, num_items_in_batch=num_items_in_batch,
-                chunk_size=chunk, label_smoothing=opts.label_smoothing, z_loss=opts.z_loss, softcap=opts.softcap,
+                hidden,
+                head.weight,
+                targets,
+                bias=head.bias,
+                num_items_in_batch=num_items_in_batch,
+                chunk_size=chunk,
+                label_smoothing=opts.label_smoothing,
+                z_loss=opts.z_loss,
+                softcap=opts.softcap,
             )
 
         return fn
@@ -221,13 +231,18 @@ class ObjectiveTrainer(Trainer):
         self._eval_totals += rows.sum(dim=0).cpu()
         return result
 
-    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"):
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
         """The stock loop, then ``<prefix>_loss`` / ``<prefix>_perplexity`` from the token totals."""
         self._eval_totals = torch.zeros(2, dtype=torch.float64)
         try:
             output = super().evaluation_loop(
-                dataloader, description, prediction_loss_only=prediction_loss_only,
-                ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix,
+                dataloader,
+                description,
+                prediction_loss_only=prediction_loss_only,
+                ignore_keys=ignore_keys,
+                metric_key_prefix=metric_key_prefix,
             )
             nll, count = self._eval_totals.tolist()
         finally:

@@ -149,10 +149,16 @@ def model_inputs(objective: Objective, batch: Mapping[str, Any], model: nn.Modul
     ``prepare_decoder_input_ids_from_labels`` (labels shifted right with the start token).
     """
     inputs = {k: v for k, v in batch.items() if k not in ("labels", "shift_labels", "logits_to_keep")}
-    if objective == "seq2seq" and inputs.get("decoder_input_ids") is None and inputs.get("decoder_inputs_embeds") is None:
+    if (
+        objective == "seq2seq"
+        and inputs.get("decoder_input_ids") is None
+        and inputs.get("decoder_inputs_embeds") is None
+    ):
         base = base_model_of(model)
         if not hasattr(base, "prepare_decoder_input_ids_from_labels"):
-            raise ValueError("seq2seq batches need 'decoder_input_ids' (labels shifted right); the model cannot derive them")
+            raise ValueError(
+                "seq2seq batches need 'decoder_input_ids' (labels shifted right); the model cannot derive them"
+            )
         inputs["decoder_input_ids"] = base.prepare_decoder_input_ids_from_labels(labels=batch["labels"])
     if objective != "masked":
         inputs.setdefault("use_cache", False)

@@ -61,7 +61,8 @@ class AuxiliaryArguments:
     )
     mtp_num_depths: int = field(default=1, metadata={"help": "mtp: extra tokens predicted per position (D)."})
     mtp_architecture: str = field(
-        default="sequential", metadata={"help": "mtp: sequential (DeepSeek-V3 modules) | parallel (Gloeckle et al. heads)."}
+        default="sequential",
+        metadata={"help": "mtp: sequential (DeepSeek-V3 modules) | parallel (Gloeckle et al. heads)."},
     )
     mtp_loss_weight: float = field(default=0.3, metadata={"help": "mtp: lambda in L_0 + lambda / D * sum_k L_k."})
     electra_generator_fraction: float = field(
@@ -115,20 +116,33 @@ def build_pretraining_model(
     return _electra(tokenizer, model_args, aux_args, seed)
 
 
-def _electra(tok: PreTrainedTokenizerBase, a: ModelArguments, aux: AuxiliaryArguments, seed: int) -> ElectraPretrainingModel:
+def _electra(
+    tok: PreTrainedTokenizerBase, a: ModelArguments, aux: AuxiliaryArguments, seed: int
+) -> ElectraPretrainingModel:
     if a.model_type not in (None, "electra"):
-        raise ValueError(f"auxiliary_objective electra builds ELECTRA models: set model_type: electra (got {a.model_type!r})")
+        raise ValueError(
+            f"auxiliary_objective electra builds ELECTRA models: set model_type: electra (got {a.model_type!r})"
+        )
     if a.model_name_or_path:
         return ElectraPretrainingModel.from_pretrained(a.model_name_or_path, attn_implementation=a.attn_implementation)
     config = ElectraConfig(
-        vocab_size=len(tok), embedding_size=aux.electra_embedding_size or a.hidden_size, hidden_size=a.hidden_size,
-        num_hidden_layers=a.num_hidden_layers, num_attention_heads=a.num_attention_heads,
-        intermediate_size=a.intermediate_size or 4 * a.hidden_size, max_position_embeddings=a.max_position_embeddings,
-        hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout, pad_token_id=tok.pad_token_id,
+        vocab_size=len(tok),
+        embedding_size=aux.electra_embedding_size or a.hidden_size,
+        hidden_size=a.hidden_size,
+        num_hidden_layers=a.num_hidden_layers,
+        num_attention_heads=a.num_attention_heads,
+        intermediate_size=a.intermediate_size or 4 * a.hidden_size,
+        max_position_embeddings=a.max_position_embeddings,
+        hidden_dropout_prob=a.dropout,
+        attention_probs_dropout_prob=a.dropout,
+        pad_token_id=tok.pad_token_id,
     )
     return ElectraPretrainingModel.from_config(
-        config, aux.electra_generator_fraction, ElectraPretrainingConfig(aux.electra_rtd_weight),
-        seed=seed, attn_implementation=a.attn_implementation,
+        config,
+        aux.electra_generator_fraction,
+        ElectraPretrainingConfig(aux.electra_rtd_weight),
+        seed=seed,
+        attn_implementation=a.attn_implementation,
     )
 
 

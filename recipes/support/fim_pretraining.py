@@ -77,7 +77,9 @@ class FimArguments:
     fim_level: str = field(default="char", metadata={"help": f"Where cuts fall: one of {FIM_LEVELS}."})
     infill_cases: int | None = field(
         default=None,
-        metadata={"help": "Single-line infilling cases (validation); 0 = none; None = 200 for a FIM run, 0 for a plain one."},
+        metadata={
+            "help": "Single-line infilling cases (validation); 0 = none; None = 200 for a FIM run, 0 for a plain one."
+        },
     )
     infill_seed: int = field(default=0, metadata={"help": "Seed of the sample of infilling cases."})
     infill_max_new_tokens: int = field(default=48, metadata={"help": "Generation budget per infilling case."})
@@ -145,7 +147,9 @@ def document_pieces(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, ma
 def _pieces_dataset(split: datasets.Dataset, tokenizer, text_column: str, max_tokens: int) -> datasets.Dataset:
     return split.map(
         lambda batch: document_pieces(batch[text_column], tokenizer, max_tokens),
-        batched=True, remove_columns=split.column_names, desc=f"cut into pieces of <= {max_tokens} tokens",
+        batched=True,
+        remove_columns=split.column_names,
+        desc=f"cut into pieces of <= {max_tokens} tokens",
     )
 
 
@@ -183,11 +187,16 @@ def prepare_fim_data(
     train_tokens = sum(len(ids) for ids in train["input_ids"])
     documents = pieces["train"].select_columns(["input_ids"])  # the pieces before FIM, for the n-gram baseline
     hyperparameters = {
-        "max_length": data_args.max_length, "packing": True, "train_rows": train.num_rows,
+        "max_length": data_args.max_length,
+        "packing": True,
+        "train_rows": train.num_rows,
         "train_tokens": train_tokens,
         "packing_efficiency": round(train_tokens / max(train.num_rows * data_args.max_length, 1), 4),
-        "fim_rate": fim_args.fim_rate, "fim_spm_rate": fim_args.fim_spm_rate, "fim_level": fim_args.fim_level,
-        "fim_pieces": pieces["train"].num_rows, "fim_piece_max_tokens": max_tokens,
+        "fim_rate": fim_args.fim_rate,
+        "fim_spm_rate": fim_args.fim_spm_rate,
+        "fim_level": fim_args.fim_level,
+        "fim_pieces": pieces["train"].num_rows,
+        "fim_piece_max_tokens": max_tokens,
     }
     evaluation = eval_subset(packed["validation"], data_args.max_eval_rows)
     return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=documents)

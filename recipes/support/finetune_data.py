@@ -188,8 +188,11 @@ def build_package_classification_dataset(
             rows[split]["label"] += [label] * len(chosen)
             rows[split]["path"] += [f"{f.path}::{f.qualname}" for f in chosen]
     features = datasets.Features(
-        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(packages)),
-         "path": datasets.Value("string")}
+        {
+            "text": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=list(packages)),
+            "path": datasets.Value("string"),
+        }
     )
     return datasets.DatasetDict({k: datasets.Dataset.from_dict(v, features=features) for k, v in rows.items()})
 

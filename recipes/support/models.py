@@ -44,7 +44,9 @@ class ModelArguments:
     hidden_size: int = field(default=256, metadata={"help": "Width of the model built from config."})
     num_hidden_layers: int = field(default=4, metadata={"help": "Layers (per stack for T5/BART)."})
     num_attention_heads: int = field(default=4, metadata={"help": "Attention heads."})
-    intermediate_size: int | None = field(default=None, metadata={"help": "MLP width; None = 4x hidden (8/3x for Llama)."})
+    intermediate_size: int | None = field(
+        default=None, metadata={"help": "MLP width; None = 4x hidden (8/3x for Llama)."}
+    )
     max_position_embeddings: int = field(default=1024, metadata={"help": "Longest position the model supports."})
     dropout: float = field(default=0.0, metadata={"help": "Dropout of the model built from config."})
     attn_implementation: str = field(default="sdpa", metadata={"help": "eager | sdpa | flash_attention_2."})
@@ -75,9 +77,7 @@ def build_model(
     auto = {"clm": transformers.AutoModelForCausalLM, "mlm": transformers.AutoModelForMaskedLM}
     auto_class = auto.get(objective, transformers.AutoModelForSeq2SeqLM)
     if args.model_name_or_path:
-        return auto_class.from_pretrained(
-            args.model_name_or_path, attn_implementation=args.attn_implementation
-        )
+        return auto_class.from_pretrained(args.model_name_or_path, attn_implementation=args.attn_implementation)
     config = _small_config(model_type, tokenizer, args)
     return auto_class.from_config(config, attn_implementation=args.attn_implementation)
 
@@ -85,40 +85,76 @@ def build_model(
 def _small_config(model_type: str, tok: PreTrainedTokenizerBase, a: ModelArguments):
     h, layers, heads = a.hidden_size, a.num_hidden_layers, a.num_attention_heads
     special = dict(
-        vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+        vocab_size=len(tok),
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
     )
     if model_type == "llama":
         inter = a.intermediate_size or _round_up(8 * h // 3, 64)
         return transformers.LlamaConfig(
-            hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-            num_key_value_heads=heads, intermediate_size=inter, tie_word_embeddings=True,
-            max_position_embeddings=a.max_position_embeddings, attention_dropout=a.dropout, **special,
+            hidden_size=h,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            intermediate_size=inter,
+            tie_word_embeddings=True,
+            max_position_embeddings=a.max_position_embeddings,
+            attention_dropout=a.dropout,
+            **special,
         )
     inter = a.intermediate_size or 4 * h
     if model_type == "gpt2":
         return transformers.GPT2Config(
-            n_embd=h, n_layer=layers, n_head=heads, n_inner=inter, n_positions=a.max_position_embeddings,
-            resid_pdrop=a.dropout, embd_pdrop=a.dropout, attn_pdrop=a.dropout, **special,
+            n_embd=h,
+            n_layer=layers,
+            n_head=heads,
+            n_inner=inter,
+            n_positions=a.max_position_embeddings,
+            resid_pdrop=a.dropout,
+            embd_pdrop=a.dropout,
+            attn_pdrop=a.dropout,
+            **special,
         )
     if model_type in ("bert", "roberta"):
         config_class = transformers.BertConfig if model_type == "bert" else transformers.RobertaConfig
         return config_class(
-            hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=inter,
-            max_position_embeddings=a.max_position_embeddings + 2, hidden_dropout_prob=a.dropout,
-            attention_probs_dropout_prob=a.dropout, **special,
+            hidden_size=h,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=inter,
+            max_position_embeddings=a.max_position_embeddings + 2,
+            hidden_dropout_prob=a.dropout,
+            attention_probs_dropout_prob=a.dropout,
+            **special,
         )
     if model_type == "t5":
         return transformers.T5Config(
-            d_model=h, d_kv=h // heads, d_ff=inter, num_layers=layers, num_decoder_layers=layers,
-            num_heads=heads, dropout_rate=a.dropout, feed_forward_proj="gated-gelu",
-            decoder_start_token_id=tok.pad_token_id, tie_word_embeddings=True, **special,
+            d_model=h,
+            d_kv=h // heads,
+            d_ff=inter,
+            num_layers=layers,
+            num_decoder_layers=layers,
+            num_heads=heads,
+            dropout_rate=a.dropout,
+            feed_forward_proj="gated-gelu",
+            decoder_start_token_id=tok.pad_token_id,
+            tie_word_embeddings=True,
+            **special,
         )
     return transformers.BartConfig(
-        d_model=h, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
-        decoder_attention_heads=heads, encoder_ffn_dim=inter, decoder_ffn_dim=inter,
-        max_position_embeddings=a.max_position_embeddings, dropout=a.dropout,
-        decoder_start_token_id=tok.eos_token_id, forced_eos_token_id=tok.eos_token_id, **special,
+        d_model=h,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=inter,
+        decoder_ffn_dim=inter,
+        max_position_embeddings=a.max_position_embeddings,
+        dropout=a.dropout,
+        decoder_start_token_id=tok.eos_token_id,
+        forced_eos_token_id=tok.eos_token_id,
+        **special,
     )
 
 

@@ -184,4 +184,3 @@ class KneserNeyLM:
 def _check_ids(tokens: np.ndarray, vocab_size: int) -> None:
     if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
         raise ValueError(f"token ids must be in [0, {vocab_size}), got {int(tokens.min())}..{int(tokens.max())}")
-

@@ -52,19 +52,29 @@ class DataArguments:
     """What to train on and how the objective shapes it."""
 
     objective: str = field(default="clm", metadata={"help": f"One of {OBJECTIVES}."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub/local dataset; None = embedded stdlib corpus."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Hub/local dataset; None = embedded stdlib corpus."}
+    )
     dataset_config: str | None = field(default=None, metadata={"help": "Dataset configuration name."})
     text_column: str = field(default="text", metadata={"help": "Column holding the raw text."})
-    validation_fraction: float = field(default=0.02, metadata={"help": "Held-out share when there is no validation split."})
+    validation_fraction: float = field(
+        default=0.02, metadata={"help": "Held-out share when there is no validation split."}
+    )
     max_documents: int | None = field(default=None, metadata={"help": "Use only the first N documents (quick runs)."})
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Hub/local tokenizer; None trains a byte-level BPE."})
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "Hub/local tokenizer; None trains a byte-level BPE."}
+    )
     vocab_size: int = field(default=8192, metadata={"help": "Vocabulary of the locally trained tokenizer."})
-    max_length: int = field(default=256, metadata={"help": "Tokens per row (clm, mlm) or encoder input length (span, ul2)."})
+    max_length: int = field(
+        default=256, metadata={"help": "Tokens per row (clm, mlm) or encoder input length (span, ul2)."}
+    )
     mlm_probability: float = field(default=0.15, metadata={"help": "mlm: share of tokens selected."})
     whole_word_mask: bool = field(default=False, metadata={"help": "mlm: select whole words."})
     noise_density: float = field(default=0.15, metadata={"help": "span: share of tokens corrupted."})
     mean_noise_span_length: float = field(default=3.0, metadata={"help": "span: mean length of a noise span."})
-    max_eval_rows: int | None = field(default=64, metadata={"help": "Validation rows (a fixed random subset) for eval_loss; None = all."})
+    max_eval_rows: int | None = field(
+        default=64, metadata={"help": "Validation rows (a fixed random subset) for eval_loss; None = all."}
+    )
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -129,7 +139,9 @@ def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: st
     )
     train_tokens = sum(len(ids) for ids in train["input_ids"])  # packed rows hold no padding
     hyperparameters = {
-        "max_length": args.max_length, "packing": True, "train_rows": train.num_rows,
+        "max_length": args.max_length,
+        "packing": True,
+        "train_rows": train.num_rows,
         "train_tokens": train_tokens,
         "packing_efficiency": round(train_tokens / max(train.num_rows * args.max_length, 1), 4),
     }
@@ -141,14 +153,28 @@ def _masked_data(tokenizer, splits, args: DataArguments, model, seed: int) -> Ob
     from hf_lmobj.collators.masked import DataCollatorForMaskedLM
 
     collator = DataCollatorForMaskedLM(
-        tokenizer, mlm_probability=args.mlm_probability, whole_word_mask=args.whole_word_mask,
-        seed=seed, max_length=args.max_length, pad_to_multiple_of=8,
+        tokenizer,
+        mlm_probability=args.mlm_probability,
+        whole_word_mask=args.whole_word_mask,
+        seed=seed,
+        max_length=args.max_length,
+        pad_to_multiple_of=8,
     )
-    return _split_data(tokenizer, splits, args, collator, args.max_length, add_eos=True, hyperparameters={
-        "max_length": args.max_length, "mlm_probability": args.mlm_probability,
-        "mask_replace_prob": collator.mask_replace_prob, "random_replace_prob": collator.random_replace_prob,
-        "whole_word_mask": args.whole_word_mask,
-    })
+    return _split_data(
+        tokenizer,
+        splits,
+        args,
+        collator,
+        args.max_length,
+        add_eos=True,
+        hyperparameters={
+            "max_length": args.max_length,
+            "mlm_probability": args.mlm_probability,
+            "mask_replace_prob": collator.mask_replace_prob,
+            "random_replace_prob": collator.random_replace_prob,
+            "whole_word_mask": args.whole_word_mask,
+        },
+    )
 
 
 def _split_data(tokenizer, splits, args, collator, piece_length, add_eos, hyperparameters) -> ObjectiveData:
@@ -171,13 +197,18 @@ def _seq2seq_data(objective, tokenizer, splits, args: DataArguments, model, seed
 
     if objective == "span":
         collator = DataCollatorForSpanCorruption(
-            tokenizer, noise_density=args.noise_density, mean_noise_span_length=args.mean_noise_span_length,
-            input_length=args.max_length, model=model, seed=seed,
+            tokenizer,
+            noise_density=args.noise_density,
+            mean_noise_span_length=args.mean_noise_span_length,
+            input_length=args.max_length,
+            model=model,
+            seed=seed,
         )
     else:
         collator = DataCollatorForUL2(tokenizer, input_length=args.max_length, model=model, seed=seed)
     hyperparameters = {
-        "input_length": args.max_length, "raw_tokens_length": collator.raw_tokens_length,
+        "input_length": args.max_length,
+        "raw_tokens_length": collator.raw_tokens_length,
         "targets_length": collator.targets_length,
     }
     if objective == "span":

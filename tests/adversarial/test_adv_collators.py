@@ -260,8 +260,9 @@ def test_masked_per_token_extras(tokenizer, extra, error, word):
 
 
 def test_masked_select_everything_keeps_the_ids_as_labels(tokenizer):
-    collator = DataCollatorForMaskedLM(tokenizer, mlm_probability=np.float32(1.0), mask_replace_prob=0.0,
-                                       random_replace_prob=0.0, seed=0)
+    collator = DataCollatorForMaskedLM(
+        tokenizer, mlm_probability=np.float32(1.0), mask_replace_prob=0.0, random_replace_prob=0.0, seed=0
+    )
     batch = collator([[tokenizer.bos_token_id, *IDS]])
     assert batch["input_ids"].tolist() == [[tokenizer.bos_token_id, *IDS]]
     assert batch["labels"].tolist() == [[-100, *IDS]]
@@ -319,8 +320,13 @@ def test_span_set_epoch(tokenizer, epoch, error):
 
 @pytest.mark.parametrize(
     "args, error",
-    [((1, 0.15, 3.0), ValueError), ((512.0, 0.15, 3.0), TypeError), ((True, 0.15, 3.0), TypeError),
-     ((512, 1.5, 3.0), ValueError), ((512, 0.15, 0.0), ValueError)],
+    [
+        ((1, 0.15, 3.0), ValueError),
+        ((512.0, 0.15, 3.0), TypeError),
+        ((True, 0.15, 3.0), TypeError),
+        ((512, 1.5, 3.0), ValueError),
+        ((512, 0.15, 0.0), ValueError),
+    ],
 )
 def test_compute_input_and_target_lengths_refuses(args, error):
     with pytest.raises(error):
@@ -351,10 +357,16 @@ def test_compute_input_and_target_lengths_is_t5s():
         (lambda tok: DataCollatorForTextInfilling(tok, mask_ratio="0.3"), TypeError, "mask_ratio"),
         (lambda tok: DataCollatorForTextInfilling(tok, poisson_rate=0.0), ValueError, "poisson_rate"),
         (lambda tok: DataCollatorForTextInfilling(tok, poisson_rate=math.inf), ValueError, "poisson_rate"),
-        (lambda tok: DataCollatorForTextInfilling(tok, permute_sentences=True, sentence_end_token_ids=[13.0]),
-         TypeError, "sentence_end_token_ids"),
-        (lambda tok: DataCollatorForTextInfilling(tok, permute_sentences=True, sentence_end_token_ids=[4096]),
-         ValueError, "sentence_end_token_ids"),
+        (
+            lambda tok: DataCollatorForTextInfilling(tok, permute_sentences=True, sentence_end_token_ids=[13.0]),
+            TypeError,
+            "sentence_end_token_ids",
+        ),
+        (
+            lambda tok: DataCollatorForTextInfilling(tok, permute_sentences=True, sentence_end_token_ids=[4096]),
+            ValueError,
+            "sentence_end_token_ids",
+        ),
         (lambda tok: DataCollatorForTextInfilling(tok, permute_sentences="no"), TypeError, "permute_sentences"),
     ],
 )

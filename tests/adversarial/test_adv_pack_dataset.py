@@ -67,7 +67,11 @@ def test_not_a_dataset(dataset):
 
 def test_smallest_rows_exactly():
     rows = pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1, 2, 3]]}), max_length=2, strategy="fixed")
-    assert rows.to_dict() == {"input_ids": [[1, 2], [3]], "position_ids": [[0, 1], [0]], "attention_mask": [[1, 1], [1]]}
+    assert rows.to_dict() == {
+        "input_ids": [[1, 2], [3]],
+        "position_ids": [[0, 1], [0]],
+        "attention_mask": [[1, 1], [1]],
+    }
 
 
 def test_numpy_max_length_and_int_dtypes_give_the_docstring_rows():

@@ -29,8 +29,7 @@ def model():
 
 
 def _trainer(model, tmp_path, **kwargs) -> ObjectiveTrainer:
-    args = TrainingArguments(str(tmp_path), per_device_eval_batch_size=2, report_to=[], use_cpu=True,
-                             disable_tqdm=True)
+    args = TrainingArguments(str(tmp_path), per_device_eval_batch_size=2, report_to=[], use_cpu=True, disable_tqdm=True)
     return ObjectiveTrainer(model=model, args=args, data_collator=default_data_collator, **kwargs)
 
 
@@ -58,7 +57,10 @@ def test_trainer_arguments(model, tmp_path, kwargs, error, word):
 
 @pytest.mark.parametrize(
     "labels",
-    [pytest.param([[-100] * 4] * 3, id="every-label-ignored"), pytest.param([[7, -100, -100, -100]] * 2, id="only-first")],
+    [
+        pytest.param([[-100] * 4] * 3, id="every-label-ignored"),
+        pytest.param([[7, -100, -100, -100]] * 2, id="only-first"),
+    ],
 )
 def test_eval_without_a_target_is_nan_with_a_warning_never_zero(model, tmp_path, labels):
     trainer = _trainer(model, tmp_path)
@@ -89,8 +91,12 @@ def test_eval_loss_is_the_corpus_mean_and_perplexity_its_exponential(model, tmp_
 
 @pytest.mark.parametrize(
     "objective, options, error",
-    [("clm", {}, ValueError), ("causal", {"label_smoothing": math.nan}, ValueError),
-     ("masked", {"z_loss": "1e-4"}, TypeError), ("seq2seq", {"logit_softcap": -3.0}, ValueError)],
+    [
+        ("clm", {}, ValueError),
+        ("causal", {"label_smoothing": math.nan}, ValueError),
+        ("masked", {"z_loss": "1e-4"}, TypeError),
+        ("seq2seq", {"logit_softcap": -3.0}, ValueError),
+    ],
 )
 def test_make_compute_loss_func_checks_at_construction(objective, options, error):
     with pytest.raises(error):
@@ -106,8 +112,13 @@ def test_make_compute_loss_func_refuses_float_labels():
 # --------------------------------------------------------------------------- the stock-Trainer metrics pair
 @pytest.mark.parametrize(
     "kwargs, error",
-    [({"num_bytes": 0}, ValueError), ({"num_bytes": 1.5}, ValueError), ({"num_bytes": True}, TypeError),
-     ({"num_bytes": "100"}, TypeError), ({"num_rows": -1}, ValueError)],
+    [
+        ({"num_bytes": 0}, ValueError),
+        ({"num_bytes": 1.5}, ValueError),
+        ({"num_bytes": True}, TypeError),
+        ({"num_bytes": "100"}, TypeError),
+        ({"num_rows": -1}, ValueError),
+    ],
 )
 def test_metrics_pair_counts(kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):

@@ -82,11 +82,13 @@ def test_poisson_lengths_have_the_requested_mean():
 def test_zero_length_spans_insert_masks():
     # a span of >= 1 token takes one mask, so more masks than masked tokens means insertions
     tokens = torch.arange(100, 140)  # 12 tokens masked at ratio 0.3
-    masks = [int(text_infilling(tokens, 0.3, 0.05, MASK, torch.Generator().manual_seed(s)).eq(MASK).sum())
-             for s in range(20)]
+    masks = [
+        int(text_infilling(tokens, 0.3, 0.05, MASK, torch.Generator().manual_seed(s)).eq(MASK).sum()) for s in range(20)
+    ]
     assert min(masks) > 12  # rate 0.05: ~95% of the draws have length 0
-    few = [int(text_infilling(tokens, 0.3, 3.0, MASK, torch.Generator().manual_seed(s)).eq(MASK).sum())
-           for s in range(20)]
+    few = [
+        int(text_infilling(tokens, 0.3, 3.0, MASK, torch.Generator().manual_seed(s)).eq(MASK).sum()) for s in range(20)
+    ]
     assert max(few) <= 12 + 3 and sum(few) / 20 < 8  # rate 3: about 12 / 3 spans plus a few inserts
 
 
@@ -104,12 +106,21 @@ def test_sentence_permutation_keeps_every_sentence():
 
 
 def test_collator_outputs_for_bart(tokenizer):
-    config = BartConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=2,
-                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                        decoder_ffn_dim=64, max_position_embeddings=256,
-                        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                        eos_token_id=tokenizer.eos_token_id,
-                        decoder_start_token_id=tokenizer.eos_token_id)
+    config = BartConfig(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
+    )
     model = BartForConditionalGeneration(config)
     newline = tokenizer.convert_tokens_to_ids("Ċ")
     collator = DataCollatorForTextInfilling(
@@ -144,10 +155,10 @@ def test_collator_outputs_for_bart(tokenizer):
 def test_collator_is_seeded_per_example(tokenizer, seed):
     feature = {"input_ids": list(range(300, 360))}
     a = DataCollatorForTextInfilling(tokenizer, seed=seed)([feature])["input_ids"][0]
-    b = DataCollatorForTextInfilling(tokenizer, seed=seed)(
-        [{"input_ids": list(range(500, 580))}, feature]
-    )["input_ids"][1]
-    assert torch.equal(a, b[: len(a)]) and (b[len(a):] == tokenizer.pad_token_id).all()
+    b = DataCollatorForTextInfilling(tokenizer, seed=seed)([{"input_ids": list(range(500, 580))}, feature])[
+        "input_ids"
+    ][1]
+    assert torch.equal(a, b[: len(a)]) and (b[len(a) :] == tokenizer.pad_token_id).all()
 
 
 def test_bad_input(tokenizer):

@@ -38,14 +38,29 @@ def tiny_model(kind: str, impl: str, vocab: int, seed: int = 0, context: int = 6
     torch.manual_seed(seed)
     if kind == "gpt2":
         config = GPT2Config(
-            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=context, bos_token_id=1,
-            eos_token_id=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            vocab_size=vocab,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_positions=context,
+            bos_token_id=1,
+            eos_token_id=2,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
         )
         return _with_impl(GPT2LMHeadModel, config, impl)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=context,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
     )
     return _with_impl(LlamaForCausalLM, config, impl)
 
@@ -171,8 +186,9 @@ def assert_each_document_alone(model, batch, docs, tolerance=1e-5):
 def test_packed_logits_equal_each_document_alone_at_4096(kind, impl, mode, tokenizer, one_torch_thread):
     vocab = len(tokenizer)
     docs = random_docs([2500, 1200, 3000, 900, 300, 40, 1], vocab, seed=3)
-    collator = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, attn_implementation=impl,
-                                       pad_to_multiple_of=64)  # 4041 tokens in the longer row, then padding
+    collator = DataCollatorForCausalLM(
+        tokenizer, max_length=4096, packing=True, attn_implementation=impl, pad_to_multiple_of=64
+    )  # 4041 tokens in the longer row, then padding
     batch = collator([{"input_ids": d} for d in docs])
     assert batch["input_ids"].shape == (2, 4096) and "attention_mask" not in batch
     model = getattr(tiny_model(kind, impl, vocab, context=4096), mode)()
@@ -224,8 +240,16 @@ def test_packed_loss_equals_per_document_reference_and_last_positions_get_no_gra
 def tiny_opt(vocab: int, impl: str = "sdpa", context: int = 64):
     """OPT builds its causal mask without position_ids: packed documents need a 4D mask."""
     torch.manual_seed(0)
-    config = OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                       ffn_dim=64, max_position_embeddings=context, word_embed_proj_dim=32, dropout=0.0)
+    config = OPTConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        ffn_dim=64,
+        max_position_embeddings=context,
+        word_embed_proj_dim=32,
+        dropout=0.0,
+    )
     return _with_impl(OPTForCausalLM, config, impl)
 
 
@@ -263,11 +287,21 @@ def test_model_that_cannot_take_packed_documents_is_refused(tokenizer):
     mamba = MambaForCausalLM(MambaConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, state_size=4))
     with pytest.raises(ValueError, match="MambaForCausalLM"):
         DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=mamba)
-    hybrid = BambaForCausalLM(BambaConfig(  # takes position_ids, but its mamba layers carry state across
-        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=1,
-        attn_layer_indices=[1],
-    ))
+    hybrid = BambaForCausalLM(
+        BambaConfig(  # takes position_ids, but its mamba layers carry state across
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            mamba_n_heads=4,
+            mamba_d_head=16,
+            mamba_d_state=8,
+            mamba_n_groups=1,
+            attn_layer_indices=[1],
+        )
+    )
     with pytest.raises(ValueError, match="BambaForCausalLM has \\['linear_attention'\\] layers"):
         DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=hybrid)
 
@@ -279,8 +313,15 @@ def test_model_checked_for_position_ids_isolates_documents(name, mode, tokenizer
     from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     vocab = len(tokenizer)
-    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     if name == "mistral":
         model = MistralForCausalLM(MistralConfig(**common, sliding_window=8))

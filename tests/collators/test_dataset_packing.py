@@ -106,8 +106,13 @@ def test_stock_trainer_trains_on_packed_dataset(tokenizer, corpus, tmp_path):
     packed = pack_dataset(tokenized, max_length=64, buffer_size=8)
     config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64)
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, report_to=[],
-        use_cpu=True, logging_steps=1, save_strategy="no",
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
     )
     collator = DataCollatorForCausalLM(tokenizer, max_length=64)
     trainer = Trainer(model=GPT2LMHeadModel(config), args=args, train_dataset=packed, data_collator=collator)
@@ -128,8 +133,12 @@ def test_stock_trainer_that_drops_the_boundaries_fails_loudly(streaming, tokeniz
         packed = packed.to_iterable_dataset()
     config = BloomConfig(vocab_size=len(tokenizer), hidden_size=32, n_layer=2, n_head=2)
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, report_to=[],
-        use_cpu=True, save_strategy="no",
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
     )
     for packing in (False, True):
         collator = DataCollatorForCausalLM(tokenizer, max_length=64, packing=packing)

@@ -226,7 +226,8 @@ def test_collator_pads_and_packs_like_the_causal_collator(tokenizer, corpus, ids
         transformed = fim.fim_input_ids(docs)
         batch = fim(docs)
         reference = DataCollatorForCausalLM(tokenizer, max_length=96, packing=packing)(
-            [{"input_ids": t} for t in transformed])
+            [{"input_ids": t} for t in transformed]
+        )
         assert batch.keys() == reference.keys()
         for key, value in batch.items():
             assert torch.equal(value, reference[key]) if isinstance(value, torch.Tensor) else value == reference[key]

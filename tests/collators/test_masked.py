@@ -29,11 +29,16 @@ UNCHANGED = {"mlm_probability": 1.0, "mask_replace_prob": 0.0, "random_replace_p
 def documents(tokenizer, corpus):
     """Token ids of stdlib files (>= 2.5e5 tokens), with special tokens sprinkled in."""
     docs, total = [], 0
-    specials = [tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id,
-                tokenizer.convert_tokens_to_ids("<extra_id_3>"), tokenizer.convert_tokens_to_ids("[X]")]
+    specials = [
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+        tokenizer.convert_tokens_to_ids("<extra_id_3>"),
+        tokenizer.convert_tokens_to_ids("[X]"),
+    ]
     for i, text in enumerate(corpus["train"]["text"]):
         ids = tokenizer(text)["input_ids"][:1500]
-        ids[:: 37] = [specials[(i + j) % len(specials)] for j in range(len(ids[::37]))]
+        ids[::37] = [specials[(i + j) % len(specials)] for j in range(len(ids[::37]))]
         docs.append(ids)
         total += len(ids)
         if total > 260_000:
@@ -76,8 +81,9 @@ def test_selection_rate_and_replacement_split(tokenizer, documents):
 
 
 def test_random_replacements_cover_only_the_non_special_vocabulary(tokenizer):
-    collator = DataCollatorForMaskedLM(tokenizer, mlm_probability=1.0, mask_replace_prob=0.0,
-                                       random_replace_prob=1.0, seed=3)
+    collator = DataCollatorForMaskedLM(
+        tokenizer, mlm_probability=1.0, mask_replace_prob=0.0, random_replace_prob=1.0, seed=3
+    )
     # identical content: the index keys each example (a content key would repeat one mask)
     batch = collator([{"input_ids": [500] * 1000, "idx": i} for i in range(100)])  # ~109 per id
     counts = torch.bincount(batch["input_ids"].flatten(), minlength=len(tokenizer))
@@ -94,15 +100,20 @@ def test_same_seed_same_masks_across_batch_splits_order_and_workers(tokenizer, d
     whole = collator([{"input_ids": d} for d in docs])
     reference = _rows(whole, [len(d) for d in docs], "input_ids")
     split = [collator([{"input_ids": d} for d in docs[a:b]]) for a, b in ((0, 5), (5, 6), (6, 24))]
-    again = [row for b, (a, c) in zip(split, ((0, 5), (5, 6), (6, 24)))
-             for row in _rows(b, [len(d) for d in docs[a:c]], "input_ids")]
+    again = [
+        row
+        for b, (a, c) in zip(split, ((0, 5), (5, 6), (6, 24)))
+        for row in _rows(b, [len(d) for d in docs[a:c]], "input_ids")
+    ]
     assert again == reference
     reversed_batch = collator([{"input_ids": d} for d in docs[::-1]])
     assert _rows(reversed_batch, [len(d) for d in docs[::-1]], "input_ids") == reference[::-1]
-    loader = torch.utils.data.DataLoader([{"input_ids": d} for d in docs], batch_size=4,
-                                         collate_fn=collator, num_workers=2)
-    from_workers = [row for i, b in enumerate(loader)
-                    for row in _rows(b, [len(d) for d in docs[4 * i : 4 * i + 4]], "input_ids")]
+    loader = torch.utils.data.DataLoader(
+        [{"input_ids": d} for d in docs], batch_size=4, collate_fn=collator, num_workers=2
+    )
+    from_workers = [
+        row for i, b in enumerate(loader) for row in _rows(b, [len(d) for d in docs[4 * i : 4 * i + 4]], "input_ids")
+    ]
     assert from_workers == reference
     collator.set_epoch(1)
     assert _rows(collator([{"input_ids": d} for d in docs]), [300] * 24, "input_ids") != reference
@@ -150,8 +161,9 @@ def test_packing_keeps_every_token_once_and_restarts_positions(tokenizer):
 
 
 def test_flash_packing_emits_sequence_boundaries(tokenizer):
-    collator = DataCollatorForMaskedLM(tokenizer, packing=True, max_length=16,
-                                       attn_implementation="flash_attention_2", position_ids_start=2)
+    collator = DataCollatorForMaskedLM(
+        tokenizer, packing=True, max_length=16, attn_implementation="flash_attention_2", position_ids_start=2
+    )
     batch = collator([[300] * 10, [301] * 6, [302] * 5])
     assert "attention_mask" not in batch
     assert batch["cu_seq_lens_q"].tolist() == [0, 10, 16, 21, 32]  # row 2: 5 tokens then padding
@@ -163,27 +175,42 @@ def test_long_packed_rows_get_the_dense_mask_only_when_asked(tokenizer):
     docs = [[300] * 1500, [301] * 600]
     with pytest.raises(ValueError, match="packed_attention='4d_mask'"):
         DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=2048)(docs)
-    asked = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=2048,
-                                    packed_attention="4d_mask")(docs)
+    asked = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=2048, packed_attention="4d_mask")(
+        docs
+    )
     assert asked["attention_mask"].shape == (2, 1, 1500, 1500)
-    flash = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=2048,
-                                    attn_implementation="flash_attention_2")(docs)
+    flash = DataCollatorForMaskedLM(
+        tokenizer, **UNCHANGED, packing=True, max_length=2048, attn_implementation="flash_attention_2"
+    )(docs)
     assert "attention_mask" not in flash and flash["cu_seq_lens_q"].tolist() == [0, 1500, 2100, 3000]
 
 
 def _tiny_encoder(name: str, tok, impl: str):
-    common = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, pad_token_id=tok.pad_token_id, attn_implementation=impl)
+    common = dict(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        pad_token_id=tok.pad_token_id,
+        attn_implementation=impl,
+    )
     torch.manual_seed(0)
     if name == "bert":
         return BertForMaskedLM(BertConfig(**common, max_position_embeddings=80)).eval(), {}
     if name == "roberta":
         model = RobertaForMaskedLM(RobertaConfig(**common, max_position_embeddings=80))
         return model.eval(), {"position_ids_start": tok.pad_token_id + 1}
-    config = ModernBertConfig(**{**common, "num_hidden_layers": 3}, local_attention=16,
-                              global_attn_every_n_layers=2, max_position_embeddings=80,
-                              bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                              cls_token_id=tok.bos_token_id, sep_token_id=tok.eos_token_id)
+    config = ModernBertConfig(
+        **{**common, "num_hidden_layers": 3},
+        local_attention=16,
+        global_attn_every_n_layers=2,
+        max_position_embeddings=80,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        cls_token_id=tok.bos_token_id,
+        sep_token_id=tok.eos_token_id,
+    )
     assert "sliding_attention" in config.layer_types
     return ModernBertForMaskedLM(config).eval(), {"sliding_window": config.sliding_window}
 
@@ -194,8 +221,9 @@ def test_each_packed_document_has_its_logits_alone(tokenizer, name, impl):
     model, extra = _tiny_encoder(name, tokenizer, impl)
     gen = torch.Generator().manual_seed(0)
     docs = [torch.randint(200, len(tokenizer), (n,), generator=gen).tolist() for n in (40, 7, 23, 31, 12, 50)]
-    collator = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=64,
-                                       attn_implementation=impl, **extra)
+    collator = DataCollatorForMaskedLM(
+        tokenizer, **UNCHANGED, packing=True, max_length=64, attn_implementation=impl, **extra
+    )
     batch = collator(docs)
     batch.pop("labels")
     start = extra.get("position_ids_start", 0)
@@ -215,8 +243,9 @@ def test_each_packed_document_has_its_logits_alone(tokenizer, name, impl):
     assert worst < 1e-5
     assert naive > 1e-3  # without the block mask documents do see each other
     if name == "modernbert":  # one 4D mask for all layers would widen the sliding-window layers
-        wide = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=64,
-                                       attn_implementation=impl)(docs)
+        wide = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=64, attn_implementation=impl)(
+            docs
+        )
         wide.pop("labels")
         with torch.no_grad():
             assert (model(**wide).logits - packed).abs().max().item() > 1e-4  # vs < 1e-5 above
@@ -241,10 +270,22 @@ def test_stock_bert_and_trainer_accept_the_batch_and_the_epoch_callback(tokenize
         seen.append(stock.epoch)
         return stock(features)
 
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2, num_train_epochs=2,
-                             report_to=[], save_strategy="no", use_cpu=True, logging_steps=100)
-    trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=recording,
-                      callbacks=[CollatorEpochCallback(stock)])
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        num_train_epochs=2,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        logging_steps=100,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=features,
+        data_collator=recording,
+        callbacks=[CollatorEpochCallback(stock)],
+    )
     result = trainer.train()
     assert seen == [0, 0, 1, 1] and torch.isfinite(torch.tensor(result.training_loss))
 
@@ -303,8 +344,7 @@ def test_word_ids_with_none_drive_whole_words_even_without_token_markers():
     vocab = {"<pad>": 0, "<mask>": 1, "<s>": 2, **{f"w{i}": i + 3 for i in range(20)}}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", mask_token="<mask>",
-                                  bos_token="<s>")
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", mask_token="<mask>", bos_token="<s>")
     collator = DataCollatorForMaskedLM(tok, mlm_probability=0.5, whole_word_mask=True, seed=0)
     word_ids = [None] + [w for w in range(50) for _ in range(3)]  # 50 words of 3 tokens
     feature = {"input_ids": [2] + [3 + (t % 20) for t in range(150)], "word_ids": word_ids}
@@ -318,8 +358,14 @@ def test_word_ids_with_none_drive_whole_words_even_without_token_markers():
 
 def test_model_supplies_attention_implementation_and_mask_dtype(tokenizer):
     """``model=`` means the same as in the causal and seq2seq collators: what the batch must match."""
-    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=16, attn_implementation="eager")
+    config = transformers.BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        attn_implementation="eager",
+    )
     model = transformers.BertForMaskedLM(config).to(torch.bfloat16)
     collator = DataCollatorForMaskedLM(tokenizer, model=model, max_length=32, packing=True, seed=0)
     assert (collator.attn_implementation, collator.mask_dtype) == ("eager", torch.bfloat16)

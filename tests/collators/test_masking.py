@@ -25,10 +25,17 @@ def _wordpiece() -> PreTrainedTokenizerFast:
     core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     core.decoder = decoders.WordPiece()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    core.train_from_iterator(_texts(), trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials,
-                                                                 show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    core.train_from_iterator(
+        _texts(), trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials, show_progress=False)
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 def _unigram() -> PreTrainedTokenizerFast:
@@ -36,11 +43,16 @@ def _unigram() -> PreTrainedTokenizerFast:
     core.pre_tokenizer = pre_tokenizers.Metaspace()
     core.decoder = decoders.Metaspace()
     specials = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]
-    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>",
-                                      show_progress=False)
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", show_progress=False)
     core.train_from_iterator(_texts(), trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<s>", eos_token="</s>", mask_token="<mask>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        mask_token="<mask>",
+    )
 
 
 @pytest.fixture(scope="module")

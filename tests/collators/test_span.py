@@ -52,17 +52,13 @@ def descending_tokenizer(num_words: int = 200, num_sentinels: int = 100) -> PreT
     for k in range(num_sentinels):
         vocab[f"<extra_id_{k}>"] = 3 + num_words + num_sentinels - 1 - k
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
 
 
 # ---------------------------------------------------------------- lengths
 
 
-@pytest.mark.parametrize(
-    "inputs_length, expected", [(512, (568, 114)), (128, (141, 29)), (1024, (1137, 229))]
-)
+@pytest.mark.parametrize("inputs_length, expected", [(512, (568, 114)), (128, (141, 29)), (1024, (1137, 229))])
 def test_t5_length_table(inputs_length, expected):
     assert compute_input_and_target_lengths(inputs_length, 0.15, 3.0) == expected
     assert reference_t5_lengths(inputs_length, 0.15, 3.0) == expected
@@ -83,9 +79,7 @@ def test_fixed_length_outputs_are_exact(tokenizer, density, mean, inputs_length)
         with pytest.raises(ValueError, match="sentinels"):
             DataCollatorForSpanCorruption(tokenizer, density, mean, input_length=inputs_length)
         return
-    collator = DataCollatorForSpanCorruption(
-        tokenizer, density, mean, input_length=inputs_length, seed=0
-    )
+    collator = DataCollatorForSpanCorruption(tokenizer, density, mean, input_length=inputs_length, seed=0)
     assert (collator.raw_tokens_length, collator.targets_length) == (raw, targets)
     features = [{"input_ids": [300 + (i + j) % 700 for j in range(raw)]} for i in range(4)]
     batch = collator(features)
@@ -172,8 +166,9 @@ def test_mean_span_length_within_ten_percent(density, mean, length):
         mask = random_spans_noise_mask(length, density, mean, torch.Generator().manual_seed(seed))
         _, targets = span_corrupt(torch.arange(length) + 10_000, mask, sentinels, eos_token_id=-1)
         is_sentinel = torch.isin(targets, sentinels)
-        span_lengths += (is_sentinel.nonzero().flatten().diff().tolist()
-                         + [len(targets) - 1 - int(is_sentinel.nonzero()[-1])])
+        span_lengths += is_sentinel.nonzero().flatten().diff().tolist() + [
+            len(targets) - 1 - int(is_sentinel.nonzero()[-1])
+        ]
     observed = sum(span_lengths) / len(span_lengths) - 1  # each gap counts its sentinel once
     assert abs(observed - mean) <= 0.1 * mean
 
@@ -210,7 +205,7 @@ def test_packing_keeps_every_token_and_document(tokenizer, lengths, input_length
         if not cursor:
             cursor = list(next(expected_docs))
         assert cursor[: len(piece)] == piece
-        cursor = cursor[len(piece):]
+        cursor = cursor[len(piece) :]
     assert not cursor and next(expected_docs, None) is None
 
 
@@ -244,8 +239,15 @@ def test_seeded_masks_are_per_example_and_per_epoch(tokenizer):
 
 def tiny_t5(vocab_size: int, start: int) -> T5ForConditionalGeneration:
     config = T5Config(
-        vocab_size=vocab_size, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
-        decoder_start_token_id=start, pad_token_id=start, eos_token_id=2,
+        vocab_size=vocab_size,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=2,
+        num_heads=2,
+        decoder_start_token_id=start,
+        pad_token_id=start,
+        eos_token_id=2,
     )
     return T5ForConditionalGeneration(config)
 
@@ -334,8 +336,14 @@ def test_trailing_eos_is_an_end_marker_not_content(tokenizer):
 
 @pytest.mark.parametrize(
     "bad,error",
-    [([300.7, 301.2], TypeError), (torch.tensor([300.0, 301.0]), TypeError), ([5000, 301], ValueError),
-     ([-7, 300], ValueError), ([[300, 301], [302, 303]], ValueError), ([], ValueError)],
+    [
+        ([300.7, 301.2], TypeError),
+        (torch.tensor([300.0, 301.0]), TypeError),
+        ([5000, 301], ValueError),
+        ([-7, 300], ValueError),
+        ([[300, 301], [302, 303]], ValueError),
+        ([], ValueError),
+    ],
 )
 def test_bad_token_ids_are_rejected_at_the_entry_by_every_denoiser(tokenizer, bad, error):
     from hf_lmobj.collators.bart import DataCollatorForTextInfilling

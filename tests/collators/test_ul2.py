@@ -16,10 +16,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_default_mixture_is_the_ul2_paper_one():
     settings = sorted((d.mode_token, d.mean_noise_span_length, d.noise_density) for d in UL2_DENOISERS)
-    assert settings == sorted([
-        ("[R]", 3.0, 0.15), ("[R]", 8.0, 0.15), ("[S]", None, 0.25),
-        ("[X]", 3.0, 0.5), ("[X]", 8.0, 0.5), ("[X]", 64.0, 0.15), ("[X]", 64.0, 0.5),
-    ])
+    assert settings == sorted(
+        [
+            ("[R]", 3.0, 0.15),
+            ("[R]", 8.0, 0.15),
+            ("[S]", None, 0.25),
+            ("[X]", 3.0, 0.5),
+            ("[X]", 8.0, 0.5),
+            ("[X]", 64.0, 0.15),
+            ("[X]", 64.0, 0.5),
+        ]
+    )
 
 
 @pytest.mark.parametrize("input_length", [32, 128, 512])
@@ -67,8 +74,11 @@ def test_fixed_length_batches_and_reconstruction(tokenizer):
 
 
 def test_weights_choose_the_denoiser(tokenizer):
-    mixture = (Denoiser("[R]", 3.0, 0.15, weight=3.0), Denoiser("[S]", None, 0.25, weight=1.0),
-               Denoiser("[X]", 64.0, 0.5, weight=0.0))
+    mixture = (
+        Denoiser("[R]", 3.0, 0.15, weight=3.0),
+        Denoiser("[S]", None, 0.25, weight=1.0),
+        Denoiser("[X]", 64.0, 0.5, weight=0.0),
+    )
     collator = DataCollatorForUL2(tokenizer, denoisers=mixture, seed=1)
     chosen = [collator.corrupt({"input_ids": [300, 301, 302, 303], "idx": i})[0] for i in range(2000)]
     share = torch.bincount(torch.tensor(chosen), minlength=3).float() / len(chosen)
@@ -77,9 +87,17 @@ def test_weights_choose_the_denoiser(tokenizer):
 
 def test_encoder_decoder_model_takes_ul2_batches(tokenizer):
     torch.manual_seed(0)
-    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=16, d_ff=64, num_layers=2,
-                      num_heads=2, decoder_start_token_id=tokenizer.pad_token_id,
-                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=2,
+        num_heads=2,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     model = T5ForConditionalGeneration(config)
     collator = DataCollatorForUL2(tokenizer, model=model, seed=0)
     batch = collator([{"input_ids": list(range(300, 300 + n))} for n in (30, 80, 55)])
@@ -103,16 +121,20 @@ def test_encoder_decoder_model_takes_ul2_batches(tokenizer):
 
 
 def tiny_llama(vocab_size: int) -> LlamaForCausalLM:
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
     config._attn_implementation = "eager"
     return LlamaForCausalLM(config).eval()
 
 
 def test_prefix_lm_variant_is_bidirectional_on_the_prefix_only(tokenizer):
-    collator = DataCollatorForUL2(
-        tokenizer, denoisers=(Denoiser("[S]", None, 0.25),), decoder_only=True, seed=0
-    )
+    collator = DataCollatorForUL2(tokenizer, denoisers=(Denoiser("[S]", None, 0.25),), decoder_only=True, seed=0)
     feature = {"input_ids": list(range(300, 340))}
     batch = collator([feature, {"input_ids": list(range(400, 420))}])
     mask = batch["attention_mask"]

@@ -43,7 +43,9 @@ def test_prompts_are_cut_to_fit_and_may_skip_bos(tokenizer):
     empty = fim_prompt_ids(tokenizer, prefix, suffix, add_bos=False, max_prefix_tokens=0, max_suffix_tokens=0)
     assert empty == [ids.prefix, ids.suffix, ids.middle]
     assert fim_prompts(tokenizer, ["", "x"], ["", ""], add_bos=False) == [
-        [ids.prefix, ids.suffix, ids.middle], [ids.prefix, *_encode(tokenizer, "x"), ids.suffix, ids.middle]]
+        [ids.prefix, ids.suffix, ids.middle],
+        [ids.prefix, *_encode(tokenizer, "x"), ids.suffix, ids.middle],
+    ]
 
 
 def test_bad_prompt_arguments(tokenizer):

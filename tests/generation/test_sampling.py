@@ -66,9 +66,7 @@ def processor(params) -> SamplingLogitsProcessor:
 
 def tiny_gpt2(vocab_size: int = 128, **overrides) -> GPT2LMHeadModel:
     """A randomly initialised GPT-2 (hidden 32, 2 layers), the same weights on every call."""
-    config = GPT2Config(
-        vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=2, n_positions=256, **overrides
-    )
+    config = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=2, n_positions=256, **overrides)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return GPT2LMHeadModel(config).eval()
@@ -99,9 +97,7 @@ def test_textbook_top_p_keeps_two_tokens():
 def test_top_k_one_is_greedy():
     logits = torch.randn(32, 500, generator=torch.Generator().manual_seed(1))
     scores = SamplingLogitsProcessor(top_k=1)(None, logits)
-    assert torch.equal(
-        scores.isfinite(), torch.nn.functional.one_hot(logits.argmax(-1), 500).bool()
-    )
+    assert torch.equal(scores.isfinite(), torch.nn.functional.one_hot(logits.argmax(-1), 500).bool())
     g = torch.Generator().manual_seed(0)
     assert torch.equal(sample_next_token(logits, top_k=1, generator=g), logits.argmax(-1))
 
@@ -122,9 +118,9 @@ def test_equals_transformers_chain_float64(seed):
     """In float64 the rounding differences vanish: outputs are identical, value for value."""
     logits, params = random_case(seed, torch.float64)
     ours = processor(params)(None, logits)
-    theirs = hf_chain(
-        params["temperature"], params["top_k"], params["top_p"], params["min_p"], params["keep"]
-    )(None, logits)
+    theirs = hf_chain(params["temperature"], params["top_k"], params["top_p"], params["min_p"], params["keep"])(
+        None, logits
+    )
     assert torch.equal(ours, theirs), params
 
 
@@ -133,14 +129,10 @@ def test_kept_set_equals_transformers_chain_float32(seed):
     """In float32 a token may differ only where the mass above it ties ``top_p`` to rounding."""
     logits, params = random_case(seed, torch.float32)
     ours = processor(params)(None, logits).isfinite()
-    chain = hf_chain(
-        params["temperature"], params["top_k"], params["top_p"], params["min_p"], params["keep"]
-    )
+    chain = hf_chain(params["temperature"], params["top_k"], params["top_p"], params["min_p"], params["keep"])
     theirs = chain(None, logits).isfinite()
     for row, token in (ours != theirs).nonzero().tolist():
-        z = hf_chain(params["temperature"], params["top_k"], None, None, params["keep"])(
-            None, logits.double()
-        )[row]
+        z = hf_chain(params["temperature"], params["top_k"], None, None, params["keep"])(None, logits.double())[row]
         mass_above = z.softmax(-1)[z > z[token]].sum().item()
         assert abs(mass_above - params["top_p"]) < 1e-5, (params, row, token, mass_above)
 
@@ -158,9 +150,7 @@ def test_per_row_parameters_equal_each_row_alone():
         torch.tensor(temperature), torch.tensor(top_k), torch.tensor(top_p), torch.tensor(min_p), 2
     )(None, logits)
     for b in range(6):
-        alone = SamplingLogitsProcessor(temperature[b], top_k[b], top_p[b], min_p[b], 2)(
-            None, logits[b : b + 1]
-        )
+        alone = SamplingLogitsProcessor(temperature[b], top_k[b], top_p[b], min_p[b], 2)(None, logits[b : b + 1])
         assert torch.equal(batched[b : b + 1], alone), b
 
 
@@ -180,9 +170,7 @@ def test_temperature_zero_equals_greedy_generate():
     model = tiny_gpt2()
     prompt = torch.randint(0, 128, (3, 4), generator=torch.Generator().manual_seed(5))
     greedy = model.generate(prompt, do_sample=False, max_new_tokens=8, pad_token_id=0)
-    ours = model.generate(
-        prompt, **sampling_generate_kwargs(temperature=0), max_new_tokens=8, pad_token_id=0
-    )
+    ours = model.generate(prompt, **sampling_generate_kwargs(temperature=0), max_new_tokens=8, pad_token_id=0)
     assert torch.equal(ours, greedy)
 
 
@@ -223,9 +211,7 @@ def test_no_hidden_top_k_when_sampling_a_flat_distribution():
         torch.manual_seed(0)
         stock = model.generate(prompt, do_sample=True, max_new_tokens=60, pad_token_id=0)[:, 1:]
         torch.manual_seed(0)
-        ours = model.generate(
-            prompt, **sampling_generate_kwargs(top_k=None), max_new_tokens=60, pad_token_id=0
-        )[:, 1:]
+        ours = model.generate(prompt, **sampling_generate_kwargs(top_k=None), max_new_tokens=60, pad_token_id=0)[:, 1:]
     assert bool((stock < 50).all())  # transformers' own default top_k=50: never beyond the top 50
     assert (ours >= 50).float().mean().item() > 0.8  # ours: the whole (flat) vocabulary
 
@@ -237,17 +223,13 @@ def test_generate_samples_exactly_like_a_custom_loop():
     settings = dict(temperature=0.8, top_k=40, top_p=0.9, min_p=0.02)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(123)
-        generated = model.generate(
-            prompt, **sampling_generate_kwargs(**settings), max_new_tokens=10, pad_token_id=0
-        )
+        generated = model.generate(prompt, **sampling_generate_kwargs(**settings), max_new_tokens=10, pad_token_id=0)
     g = torch.Generator().manual_seed(123)
     ids = prompt
     with torch.no_grad():
         for _ in range(10):
             logits = model(ids).logits[:, -1].float()  # (B, V)
-            ids = torch.cat(
-                [ids, sample_next_token(logits, **settings, generator=g)[:, None]], dim=1
-            )
+            ids = torch.cat([ids, sample_next_token(logits, **settings, generator=g)[:, None]], dim=1)
     assert torch.equal(generated, ids)
 
 
@@ -342,9 +324,7 @@ def test_generate_kwargs_switch_every_builtin_warper_off():
     assert kwargs["do_sample"] is True and kwargs["top_k"] == 0
     assert kwargs["temperature"] == 1.0 and kwargs["top_p"] == 1.0 and kwargs["min_p"] is None
     model = tiny_gpt2()
-    config, _ = model._prepare_generation_config(
-        None, **{k: v for k, v in kwargs.items() if k != "logits_processor"}
-    )
+    config, _ = model._prepare_generation_config(None, **{k: v for k, v in kwargs.items() if k != "logits_processor"})
     built = model._get_logits_processor(
         config,
         input_ids_seq_length=1,

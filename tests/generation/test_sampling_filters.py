@@ -17,8 +17,7 @@ def test_fast_top_p_equals_full_sort_exactly():
     vocab = 20000
     zipf = -1.1 * torch.arange(1, vocab + 1).float().log()
     rows = [
-        zipf[torch.randperm(vocab, generator=g)]
-        + 0.1 * torch.randn(vocab, generator=g),  # heavy tail
+        zipf[torch.randperm(vocab, generator=g)] + 0.1 * torch.randn(vocab, generator=g),  # heavy tail
         8.0 * torch.randn(vocab, generator=g),  # peaked
         0.01 * torch.randn(vocab, generator=g),  # almost flat
         torch.zeros(vocab),  # all tied
@@ -65,9 +64,7 @@ def test_fast_top_p_equals_full_sort_on_mixed_rows_and_retries(monkeypatch, seed
     x = scale[:, None] * torch.randn(6, 2000, generator=g)  # (6, 2000)
     top_p = torch.rand(6, generator=g) * 0.98 + 0.01
     expected = top_p_filter_full_sort(x, top_p)
-    monkeypatch.setattr(
-        sampling_filters, "INITIAL_TOP_P_TOKENS", int(torch.randint(1, 64, (1,), generator=g))
-    )
+    monkeypatch.setattr(sampling_filters, "INITIAL_TOP_P_TOKENS", int(torch.randint(1, 64, (1,), generator=g)))
     assert torch.equal(top_p_filter(x, top_p), expected)
 
 

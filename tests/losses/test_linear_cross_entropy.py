@@ -60,7 +60,9 @@ def test_value_and_grads_match_float64_reference(options, with_bias, chunk_size)
     for g_ours, g_ref in zip(torch.autograd.grad(ours, params), torch.autograd.grad(ref, params)):
         assert _rel(g_ours, g_ref) < 1e-6
     # ignored rows get exactly zero gradient
-    assert torch.autograd.grad(linear_cross_entropy(hidden, weight, targets), hidden)[0][targets == -100].abs().max() == 0
+    assert (
+        torch.autograd.grad(linear_cross_entropy(hidden, weight, targets), hidden)[0][targets == -100].abs().max() == 0
+    )
 
 
 @pytest.mark.parametrize("num_items", [7, 100, torch.tensor(55)])

@@ -46,7 +46,10 @@ def test_unshifted_losses_are_token_means_over_labels(loss_fn):
     assert abs(loss_fn(logits, labels).item() - ref.item()) < 1e-12
     count = int((labels != -100).sum())
     summed = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), reduction="sum")
-    assert abs(loss_fn(logits, labels, num_items_in_batch=torch.tensor(4 * count)).item() - summed.item() / (4 * count)) < 1e-12
+    assert (
+        abs(loss_fn(logits, labels, num_items_in_batch=torch.tensor(4 * count)).item() - summed.item() / (4 * count))
+        < 1e-12
+    )
 
 
 def test_num_items_makes_micro_batches_add_up_to_the_full_batch():

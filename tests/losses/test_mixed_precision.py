@@ -84,8 +84,12 @@ def test_fp16_loss_scaling_keeps_gradients_finite():
         loss = linear_cross_entropy(hidden, weight, targets, chunk_size=4)
     (loss * 2.0**16).backward()
     assert torch.isfinite(hidden.grad).all() and torch.isfinite(weight.grad).all()
-    torch.testing.assert_close(weight.grad / 2.0**16, torch.autograd.grad(_stock(hidden, weight, None, targets, {}), weight)[0],
-                               rtol=2e-2, atol=1e-4)
+    torch.testing.assert_close(
+        weight.grad / 2.0**16,
+        torch.autograd.grad(_stock(hidden, weight, None, targets, {}), weight)[0],
+        rtol=2e-2,
+        atol=1e-4,
+    )
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -128,8 +132,9 @@ def test_objective_trainer_trains_and_evaluates_in_mixed_precision(objective, pr
 def test_head_path_gradients_under_bf16_autocast(objective, tmp_path):
     """compute_loss (captured head, chunked loss) under autocast vs the stock model's own loss."""
     model, batch = build_model(objective), stack_rows(build_rows(objective))
-    trainer = ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows,
-                               train_dataset=build_rows(objective))
+    trainer = ObjectiveTrainer(
+        model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows, train_dataset=build_rows(objective)
+    )
 
     def grads(loss_fn, autocast: bool) -> torch.Tensor:
         model.zero_grad(set_to_none=True)
@@ -150,8 +155,9 @@ def test_head_path_gradients_under_bf16_autocast(objective, tmp_path):
 def test_half_precision_weights_train_through_the_head_path(objective, tmp_path):
     """bf16 weights (no autocast): bf16 gradients for every parameter, loss within 2% of float32."""
     model, batch = build_model(objective), stack_rows(build_rows(objective))
-    trainer = ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows,
-                               train_dataset=build_rows(objective))
+    trainer = ObjectiveTrainer(
+        model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows, train_dataset=build_rows(objective)
+    )
     ref = trainer.compute_loss(model, dict(batch)).item()
     model.to(torch.bfloat16)
     loss = trainer.compute_loss(model, dict(batch))
@@ -186,8 +192,13 @@ def test_generate_with_a_bf16_model_and_the_sampler(tiny_gpt2, tokenizer):
     half = tiny_gpt2.to(torch.bfloat16)
     try:
         torch.manual_seed(0)
-        out = half.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8,
-                            pad_token_id=tokenizer.pad_token_id, **sampling_generate_kwargs(top_p=0.9, top_k=20))
+        out = half.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=8,
+            pad_token_id=tokenizer.pad_token_id,
+            **sampling_generate_kwargs(top_p=0.9, top_k=20),
+        )
     finally:
         tiny_gpt2.to(torch.float32)
     assert out.shape == (1, 9) and int(out.max()) < len(tokenizer)
@@ -196,8 +207,12 @@ def test_generate_with_a_bf16_model_and_the_sampler(tiny_gpt2, tokenizer):
 def _bf16_update(objective: str, batch_size: int, accumulation: int, output_dir: str) -> torch.Tensor:
     model = build_model(objective)
     before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    ObjectiveTrainer(model=model, args=sgd_args(output_dir, batch_size, accumulation, bf16=True),
-                     data_collator=stack_rows, train_dataset=build_rows(objective)).train()
+    ObjectiveTrainer(
+        model=model,
+        args=sgd_args(output_dir, batch_size, accumulation, bf16=True),
+        data_collator=stack_rows,
+        train_dataset=build_rows(objective),
+    ).train()
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - before
 
 

@@ -82,8 +82,9 @@ def test_prefix_only_prompt_is_the_running_text_tokenization(tokenizer):
 def tiny_llama(tokenizer):
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        arguments = ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                   max_position_embeddings=128)
+        arguments = ModelArguments(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=128
+        )
         return build_model("clm", tokenizer, arguments).eval()
 
 

@@ -36,8 +36,13 @@ def bits_per_byte():
 @pytest.fixture(scope="module")
 def gpt2(tokenizer):
     config = GPT2Config(
-        vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        n_positions=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     with torch.random.fork_rng():
         torch.manual_seed(7)
@@ -138,8 +143,9 @@ def test_bits_per_byte_from_a_model_counts_utf8_bytes_of_chinese_text(bits_per_b
 @pytest.mark.parametrize("name", METRIC_NAMES)
 def test_a_copied_folder_loads_and_scores_from_a_saved_model(name, symlinks, tmp_path, saved_model, gpt2, tokenizer):
     copy = tmp_path / "downloaded" / name
-    shutil.copytree(metric_path(name), copy, symlinks=symlinks,
-                    ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
+    shutil.copytree(
+        metric_path(name), copy, symlinks=symlinks, ignore=shutil.ignore_patterns("__init__.py", "__pycache__")
+    )
     assert not any(p.is_symlink() for p in copy.iterdir())
     metric = evaluate.load(str(copy))
     assert not metric.__class__.__module__.startswith("hf_lmobj")
@@ -177,8 +183,14 @@ def test_export_space_writes_a_gradio_app_and_its_requirements(name, tmp_path):
     card = (folder / "README.md").read_text(encoding="utf-8")
     matter = _front_matter(card)
     assert matter["sdk"] == "gradio" and matter["app_file"] == "app.py"
-    for section in ("## Metric Description", "## How to Use", "### Inputs", "### Output Values",
-                    "## Limitations and Bias", "## Citation"):
+    for section in (
+        "## Metric Description",
+        "## How to Use",
+        "### Inputs",
+        "### Output Values",
+        "## Limitations and Bias",
+        "## Citation",
+    ):
         assert section in card
 
 

@@ -47,16 +47,22 @@ def hand_computed(model, dataset, texts) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("batch_eval_metrics", [False, True])
-def test_stock_trainer_reports_corpus_perplexity_and_bits_per_byte(gpt2, tokenizer, eval_dataset, tmp_path,
-                                                                   batch_eval_metrics):
+def test_stock_trainer_reports_corpus_perplexity_and_bits_per_byte(
+    gpt2, tokenizer, eval_dataset, tmp_path, batch_eval_metrics
+):
     dataset, texts = eval_dataset
     metrics = LanguageModelingMetrics.from_dataset(dataset)
     args = TrainingArguments(
-        output_dir=str(tmp_path), per_device_eval_batch_size=3, report_to="none", use_cpu=True,
+        output_dir=str(tmp_path),
+        per_device_eval_batch_size=3,
+        report_to="none",
+        use_cpu=True,
         batch_eval_metrics=batch_eval_metrics,
     )
     trainer = Trainer(
-        model=gpt2, args=args, eval_dataset=dataset,
+        model=gpt2,
+        args=args,
+        eval_dataset=dataset,
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
         preprocess_logits_for_metrics=metrics.preprocess_logits_for_metrics,
         compute_metrics=metrics.compute_metrics,

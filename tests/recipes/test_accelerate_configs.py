@@ -191,8 +191,18 @@ def test_shipped_config_launches_a_two_step_pretrain_run_on_cpu(name, tmp_path):
 
     flags, world_size, mixed_precision = CPU_RUNS[name]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG_DIR / name), *flags,
-               str(REPO / "recipes" / "pretrain.py"), *QUICK_PRETRAIN, "--output_dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(CONFIG_DIR / name),
+        *flags,
+        str(REPO / "recipes" / "pretrain.py"),
+        *QUICK_PRETRAIN,
+        "--output_dir",
+        str(tmp_path),
+    ]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert done.stdout.count("== clm run written to") == 1  # written and printed by the main process only

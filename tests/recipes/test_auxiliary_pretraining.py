@@ -27,14 +27,23 @@ TINY = ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2
 def _parse(config, *extra):
     recipe = load_recipe()
     return parse_args_with_config(
-        (DataArguments, ModelArguments, AuxiliaryArguments, recipe.ReportArguments, RuntimeArguments, TrainingArguments),
+        (
+            DataArguments,
+            ModelArguments,
+            AuxiliaryArguments,
+            recipe.ReportArguments,
+            RuntimeArguments,
+            TrainingArguments,
+        ),
         ["--config", str(config), *extra],
     )
 
 
 def test_both_auxiliary_configs_ship():
     assert sorted(c.relative_to(ROOT / "recipes/configs").as_posix() for c in AUXILIARY_CONFIGS) == [
-        "clm/mtp_demo.yaml", "mlm/electra_tiny.yaml"]
+        "clm/mtp_demo.yaml",
+        "mlm/electra_tiny.yaml",
+    ]
 
 
 @pytest.mark.parametrize("config", AUXILIARY_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -61,7 +70,9 @@ def test_builder_refuses_mismatched_settings(tokenizer):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("objective,aux", [("clm", "mtp"), ("mlm", "electra")])
-def test_a_wired_run_trains_evaluates_and_saves_a_stock_model(objective, aux, tokenizer, corpus, tmp_path, one_torch_thread):
+def test_a_wired_run_trains_evaluates_and_saves_a_stock_model(
+    objective, aux, tokenizer, corpus, tmp_path, one_torch_thread
+):
     """What recipes/pretrain.py does once wired (see the report of issue 16), a few steps."""
     model = build_pretraining_model(objective, tokenizer, TINY, AuxiliaryArguments(aux, mtp_num_depths=2))
     data = prepare_objective_data(objective, tokenizer, corpus, DataArguments(objective=objective, max_length=64,

@@ -88,8 +88,10 @@ def test_infilling_metrics_modes_follow_the_training(tokenizer, corpus, one_torc
     assert modes == {"psm", "spm", "prefix_only"} and fim["validation_infill_samples"] == 3
     assert set(plain) == {"validation_infill_samples", "validation_infill_prefix_only_exact_match",
                           "validation_infill_prefix_only_middle_bits_per_byte"}  # fmt: skip
-    assert plain["validation_infill_prefix_only_middle_bits_per_byte"] == fim[
-        "validation_infill_prefix_only_middle_bits_per_byte"]
+    assert (
+        plain["validation_infill_prefix_only_middle_bits_per_byte"]
+        == fim["validation_infill_prefix_only_middle_bits_per_byte"]
+    )
     assert infilling_metrics(model, tokenizer, texts, FimArguments(infill_cases=0), 96) == {}
 
 

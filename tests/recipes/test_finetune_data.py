@@ -91,7 +91,10 @@ def test_classification_dataset_is_balanced_disjoint_and_labelled_by_package():
         ({"packages": ("json", "json")}, "at least 2 distinct"),
         ({"packages": ("json", "http"), "train_per_class": 0}, "must be positive"),
         ({"packages": ("json", "http"), "train_per_class": 500}, "package 'json' has"),
-        ({"packages": ("no_such_package", "json"), "train_per_class": 1, "eval_per_class": 1}, "package .no_such_package. has 0"),
+        (
+            {"packages": ("no_such_package", "json"), "train_per_class": 1, "eval_per_class": 1},
+            "package .no_such_package. has 0",
+        ),
     ],
 )
 def test_classification_dataset_rejects_bad_arguments(kwargs, match):

@@ -34,8 +34,15 @@ PRETRAIN_CONFIGS = [c for c in CONFIGS if re.search(r"^objective:", c.read_text(
 def test_every_shipped_config_parses_and_names_its_objective(config):
     recipe = load_recipe()
     data, model, aux, fim, report, runtime, train = parse_args_with_config(
-        (DataArguments, ModelArguments, AuxiliaryArguments, FimArguments, recipe.ReportArguments, RuntimeArguments,
-         TrainingArguments),
+        (
+            DataArguments,
+            ModelArguments,
+            AuxiliaryArguments,
+            FimArguments,
+            recipe.ReportArguments,
+            RuntimeArguments,
+            TrainingArguments,
+        ),
         ["--config", str(config)],
     )
     assert (fim.fim_rate > 0) == (config.name == "fim_demo.yaml")  # FIM only where the config says so
@@ -51,15 +58,18 @@ def test_every_shipped_config_parses_and_names_its_objective(config):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "config,objective",
-    [("clm/demo.yaml", "clm"), ("mlm/bert_tiny.yaml", "mlm"), ("span/t5_tiny.yaml", "span"),
-     ("span/ul2_t5_tiny.yaml", "ul2")],
+    [
+        ("clm/demo.yaml", "clm"),
+        ("mlm/bert_tiny.yaml", "mlm"),
+        ("span/t5_tiny.yaml", "span"),
+        ("span/ul2_t5_tiny.yaml", "ul2"),
+    ],
 )
 def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config, objective):
     recipe = load_recipe()
     out = tmp_path / objective
     metrics = recipe.main(
-        ["--config", str(ROOT / "recipes/configs" / config), *QUICK, "--max_steps", "4",
-         "--output_dir", str(out)]
+        ["--config", str(ROOT / "recipes/configs" / config), *QUICK, "--max_steps", "4", "--output_dir", str(out)]
     )
     saved = json.loads((out / "metrics.json").read_text())
     assert saved == pytest.approx(metrics)
@@ -75,7 +85,10 @@ def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config,
         assert saved["validation_bytes"] > saved["validation_tokens"] > 0
         baselines = {k for k in saved if k.startswith("baseline_")}
         assert baselines == {f"baseline_kneser_ney_{n}_gram_bits_per_byte" for n in (3, 4, 5)} | {
-            "baseline_zlib_9_bits_per_byte", "baseline_bz2_9_bits_per_byte", "baseline_xz_9e_bits_per_byte"}
+            "baseline_zlib_9_bits_per_byte",
+            "baseline_bz2_9_bits_per_byte",
+            "baseline_xz_9e_bits_per_byte",
+        }
         assert all(0 < saved[k] < 8 for k in baselines)
         assert not any(k.startswith("baseline_") for k in results), "baselines are not the model's results"
     accuracy = {"mlm": "eval_masked_accuracy", "span": "eval_span_accuracy", "ul2": "eval_span_accuracy"}
@@ -139,12 +152,28 @@ def run_recipe(args: list[str], launcher: list[str]) -> subprocess.CompletedProc
 
 @pytest.mark.slow
 def test_two_cpu_processes_write_one_checkpoint_and_one_card(tmp_path):
-    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                  str(ROOT / "recipes/accelerate_configs/multi_process.yaml")]
+    accelerate = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ROOT / "recipes/accelerate_configs/multi_process.yaml"),
+    ]
     out = tmp_path / "ddp"
     result = run_recipe(
-        ["--config", str(ROOT / "recipes/configs/clm/demo.yaml"), *QUICK, "--max_steps", "2",
-         "--save_strategy", "steps", "--save_steps", "2", "--output_dir", str(out)],
+        [
+            "--config",
+            str(ROOT / "recipes/configs/clm/demo.yaml"),
+            *QUICK,
+            "--max_steps",
+            "2",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+            "--output_dir",
+            str(out),
+        ],
         accelerate,
     )
     assert result.stdout.count("== clm run written to") == 1  # the report comes from rank 0 only
@@ -160,11 +189,29 @@ def test_two_cpu_processes_write_one_checkpoint_and_one_card(tmp_path):
 @pytest.mark.slow
 def test_resuming_from_a_checkpoint_gives_the_uninterrupted_parameters(tmp_path):
     recipe = load_recipe()
-    common = ["--config", str(ROOT / "recipes/configs/clm/demo.yaml"), *QUICK, "--max_steps", "4",
-              "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "no"]
+    common = [
+        "--config",
+        str(ROOT / "recipes/configs/clm/demo.yaml"),
+        *QUICK,
+        "--max_steps",
+        "4",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--eval_strategy",
+        "no",
+    ]
     recipe.main([*common, "--output_dir", str(tmp_path / "full")])
-    recipe.main([*common, "--output_dir", str(tmp_path / "resumed"),
-                 "--resume_from_checkpoint", str(tmp_path / "full" / "checkpoint-2")])
+    recipe.main(
+        [
+            *common,
+            "--output_dir",
+            str(tmp_path / "resumed"),
+            "--resume_from_checkpoint",
+            str(tmp_path / "full" / "checkpoint-2"),
+        ]
+    )
     full = load_file(tmp_path / "full" / "model.safetensors")
     resumed = load_file(tmp_path / "resumed" / "model.safetensors")
     assert full.keys() == resumed.keys()

@@ -56,9 +56,7 @@ def test_recipe_greedy_matches_generate(saved_model, tokenizer, capsys):
     )
     prompt = tokenizer(tokenizer.bos_token + "def f(x):", return_tensors="pt")["input_ids"]
     assert prompt[0, 0] == tokenizer.bos_token_id  # the recipe prepends BOS by default
-    greedy = model.generate(
-        prompt, do_sample=False, max_new_tokens=6, pad_token_id=tokenizer.pad_token_id
-    )
+    greedy = model.generate(prompt, do_sample=False, max_new_tokens=6, pad_token_id=tokenizer.pad_token_id)
     expected = tokenizer.decode(greedy[0, prompt.shape[1] :], skip_special_tokens=True)
     assert samples == [[expected]]
     assert f"=== prompt 'def f(x):', sample 0 ===\ndef f(x):{expected}" in capsys.readouterr().out

@@ -17,11 +17,33 @@ from tests.testing_utils import QUICK, ROOT, load_recipe
 
 RECIPES = sorted((ROOT / "recipes").glob("*.py"))
 #: Calls that every rank must make together when the model is sharded.
-COLLECTIVES = {"save_model", "evaluate", "predict", "train", "generate", "score_texts", "score_shard",
-               "masked_token_accuracy", "get_state_dict", "full_state_dict", "gather", "gather_object",
-               "gather_for_metrics", "reduce", "barrier", "wait_for_everyone", "_sample", "_score_texts"}
-MAIN_ONLY = {"is_world_process_zero", "is_main_process", "is_local_process_zero", "is_local_main_process",
-             "should_save"}
+COLLECTIVES = {
+    "save_model",
+    "evaluate",
+    "predict",
+    "train",
+    "generate",
+    "score_texts",
+    "score_shard",
+    "masked_token_accuracy",
+    "get_state_dict",
+    "full_state_dict",
+    "gather",
+    "gather_object",
+    "gather_for_metrics",
+    "reduce",
+    "barrier",
+    "wait_for_everyone",
+    "_sample",
+    "_score_texts",
+}
+MAIN_ONLY = {
+    "is_world_process_zero",
+    "is_main_process",
+    "is_local_process_zero",
+    "is_local_main_process",
+    "should_save",
+}
 
 
 def _name(node: ast.AST) -> str | None:
@@ -69,11 +91,33 @@ def test_the_check_catches_a_rank_zero_save():
 @pytest.mark.parametrize("config", ["clm/demo.yaml", "mlm/bert_tiny.yaml", "span/t5_tiny.yaml"])
 def test_bf16_pretraining_on_cpu_learns(config, tmp_path):
     recipe = load_recipe()
-    metrics = recipe.main([
-        "--config", str(ROOT / "recipes/configs" / config), *QUICK, "--max_steps", "20", "--bf16", "true",
-        "--learning_rate", "3e-3", "--warmup_steps", "0", "--lr_scheduler_type", "constant", "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "20",
-        "--sample_max_new_tokens", "8", "--output_dir", str(tmp_path),
-    ])
+    metrics = recipe.main(
+        [
+            "--config",
+            str(ROOT / "recipes/configs" / config),
+            *QUICK,
+            "--max_steps",
+            "20",
+            "--bf16",
+            "true",
+            "--learning_rate",
+            "3e-3",
+            "--warmup_steps",
+            "0",
+            "--lr_scheduler_type",
+            "constant",
+            "--eval_strategy",
+            "no",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "20",
+            "--sample_max_new_tokens",
+            "8",
+            "--output_dir",
+            str(tmp_path),
+        ]
+    )
     state = json.loads((tmp_path / "checkpoint-20" / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert len(losses) == 20

@@ -34,9 +34,18 @@ def build_aux_model(kind: str, seed: int = 0) -> torch.nn.Module:
         architecture = "parallel" if kind == "mtp_parallel" else "sequential"
         config = MTPConfig(num_depths=2, architecture=architecture, loss_weight=0.5)
         return MultiTokenPredictionModel(build_model("causal", seed), config, seed=seed)
-    config = ElectraConfig(vocab_size=VOCAB, embedding_size=32, hidden_size=32, num_hidden_layers=2,
-                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
-                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=PAD)
+    config = ElectraConfig(
+        vocab_size=VOCAB,
+        embedding_size=32,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=PAD,
+    )
     return ElectraPretrainingModel.from_config(config, generator_fraction=0.25, seed=seed)
 
 
@@ -59,7 +68,9 @@ def build_rows(kind: str, seed: int = 0) -> list[dict[str, torch.Tensor]]:
             labels = ids.masked_fill(starts, -100)
             labels[(3 * i + 1) % SEQ] = -100  # a "prompt" token: not trained, not a boundary
             shift_labels = torch.cat([labels[1:], torch.tensor([-100])])
-            rows.append({"input_ids": ids, "position_ids": position_ids, "labels": labels, "shift_labels": shift_labels})
+            rows.append(
+                {"input_ids": ids, "position_ids": position_ids, "labels": labels, "shift_labels": shift_labels}
+            )
         else:
             length = 4 + (i * 5) % (SEQ - 3)
             mask = (torch.arange(SEQ) < length).long()
@@ -84,8 +95,12 @@ def parameter_update(kind: str, batch_size: int, accumulation: int, output_dir: 
 
     model = build_aux_model(kind)
     before = flat_parameters(model)
-    trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(output_dir, batch_size, accumulation),
-                                        data_collator=stack_rows, train_dataset=build_rows(kind))
+    trainer = AuxiliaryObjectiveTrainer(
+        model=model,
+        args=sgd_args(output_dir, batch_size, accumulation),
+        data_collator=stack_rows,
+        train_dataset=build_rows(kind),
+    )
     trainer.train()
     return flat_parameters(model) - before
 

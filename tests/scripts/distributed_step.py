@@ -35,16 +35,45 @@ def build_model(objective: str, seed: int = 0) -> torch.nn.Module:
 
     torch.manual_seed(seed)
     if objective == "causal":
-        cfg = GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
-                         embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=2, eos_token_id=2, pad_token_id=PAD)
+        cfg = GPT2Config(
+            vocab_size=VOCAB,
+            n_positions=32,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=2,
+            eos_token_id=2,
+            pad_token_id=PAD,
+        )
         return GPT2LMHeadModel(cfg)
     if objective == "masked":
-        cfg = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                         attention_probs_dropout_prob=0.0, pad_token_id=PAD)
+        cfg = BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            pad_token_id=PAD,
+        )
         return BertForMaskedLM(cfg)
-    cfg = T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, dropout_rate=0.0,
-                   decoder_start_token_id=START, pad_token_id=PAD, eos_token_id=2)
+    cfg = T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=2,
+        num_heads=2,
+        dropout_rate=0.0,
+        decoder_start_token_id=START,
+        pad_token_id=PAD,
+        eos_token_id=2,
+    )
     return T5ForConditionalGeneration(cfg)
 
 
@@ -71,9 +100,16 @@ def build_rows(objective: str, seed: int = 0) -> list[dict[str, torch.Tensor]]:
             labels = torch.randint(3, VOCAB, (TARGET_SEQ,), generator=g)
             labels[length:] = -100
             decoder_input_ids = torch.cat([torch.tensor([START]), labels[:-1]]).masked_fill(
-                torch.cat([torch.tensor([False]), labels[:-1] == -100]), PAD)
-            rows.append({"input_ids": ids, "attention_mask": torch.ones(SEQ, dtype=torch.long),
-                         "labels": labels, "decoder_input_ids": decoder_input_ids})
+                torch.cat([torch.tensor([False]), labels[:-1] == -100]), PAD
+            )
+            rows.append(
+                {
+                    "input_ids": ids,
+                    "attention_mask": torch.ones(SEQ, dtype=torch.long),
+                    "labels": labels,
+                    "decoder_input_ids": decoder_input_ids,
+                }
+            )
     return rows
 
 
@@ -87,10 +123,24 @@ def sgd_args(output_dir: str, batch_size: int, accumulation: int, **extra):
     from transformers import TrainingArguments
 
     return TrainingArguments(
-        output_dir=output_dir, per_device_train_batch_size=batch_size, gradient_accumulation_steps=accumulation,
-        max_steps=1, learning_rate=1.0, optim="sgd", lr_scheduler_type="constant", weight_decay=0.0,
-        max_grad_norm=0.0, warmup_steps=0, report_to=[], save_strategy="no", logging_strategy="no",
-        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0, **extra,
+        output_dir=output_dir,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation,
+        max_steps=1,
+        learning_rate=1.0,
+        optim="sgd",
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        warmup_steps=0,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        seed=0,
+        **extra,
     )
 
 
@@ -100,8 +150,12 @@ def parameter_update(objective: str, batch_size: int, accumulation: int, output_
 
     model = build_model(objective)
     before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    trainer = ObjectiveTrainer(model=model, args=sgd_args(output_dir, batch_size, accumulation),
-                               data_collator=stack_rows, train_dataset=build_rows(objective))
+    trainer = ObjectiveTrainer(
+        model=model,
+        args=sgd_args(output_dir, batch_size, accumulation),
+        data_collator=stack_rows,
+        train_dataset=build_rows(objective),
+    )
     trainer.train()
     after = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     return after - before

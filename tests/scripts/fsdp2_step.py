@@ -41,9 +41,17 @@ LR = 0.5
 def build_llama(tied: bool) -> LlamaForCausalLM:
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=32, tie_word_embeddings=tied, pad_token_id=0,
-        bos_token_id=2, eos_token_id=2,
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        tie_word_embeddings=tied,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=2,
     )
     return LlamaForCausalLM(config)
 
@@ -81,7 +89,10 @@ def main(out_dir: str, tied: bool) -> None:
     shard(model, tied)
     rows = build_rows("causal")
     args = TrainingArguments(
-        output_dir=out_dir, use_cpu=True, report_to=[], per_device_eval_batch_size=2,
+        output_dir=out_dir,
+        use_cpu=True,
+        report_to=[],
+        per_device_eval_batch_size=2,
         disable_tqdm=True,
     )
     trainer = ObjectiveTrainer(model=model, args=args, data_collator=stack_rows, eval_dataset=rows)

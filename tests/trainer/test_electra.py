@@ -143,7 +143,9 @@ def reference_update() -> torch.Tensor:
     model, batch = build_aux_model("electra"), _batch()
     with torch.no_grad():
         replaced = model(**batch, sampling_seed=0, sampling_step=0).replaced_input_ids
-    mlm = model.generator(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
+    mlm = model.generator(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+    ).loss
     rtd = model.discriminator(input_ids=replaced, attention_mask=batch["attention_mask"],
                               labels=(replaced != _original(batch)).long()).loss  # fmt: skip
     (mlm + 50.0 * rtd).backward()
@@ -152,7 +154,9 @@ def reference_update() -> torch.Tensor:
 
 def test_batch_8_and_batch_2_times_accumulation_4_take_the_full_batch_step(tmp_path, one_torch_thread):
     rows = build_rows("electra")
-    counts = {tuple(build_aux_model("electra").count_targets(stack_rows(rows[i : i + 2])).tolist()) for i in range(0, 8, 2)}
+    counts = {
+        tuple(build_aux_model("electra").count_targets(stack_rows(rows[i : i + 2])).tolist()) for i in range(0, 8, 2)
+    }
     assert len(counts) > 1  # a per-micro-batch mean would show
     reference = reference_update()
     for batch_size, accumulation in ((8, 1), (2, 4)):
@@ -163,19 +167,26 @@ def test_batch_8_and_batch_2_times_accumulation_4_take_the_full_batch_step(tmp_p
 def test_shared_embeddings_stay_tied_after_save_and_load(tmp_path, one_torch_thread):
     model = build_aux_model("electra")
     args = sgd_args(str(tmp_path / "run"), 4, 1)
-    trainer = AuxiliaryObjectiveTrainer(model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("electra"))
+    trainer = AuxiliaryObjectiveTrainer(
+        model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("electra")
+    )
     trainer.train()
     trainer.save_model(str(tmp_path / "out"))
     stock = ElectraForPreTraining.from_pretrained(tmp_path / "out")
     assert torch.equal(flat_parameters(stock), flat_parameters(model.discriminator))
     classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", num_labels=2)
-    assert torch.equal(classifier.electra.embeddings.word_embeddings.weight, model.discriminator.electra.embeddings.word_embeddings.weight)
+    assert torch.equal(
+        classifier.electra.embeddings.word_embeddings.weight,
+        model.discriminator.electra.embeddings.word_embeddings.weight,
+    )
     reloaded = ElectraPretrainingModel.from_pretrained(tmp_path / "out")
     assert reloaded.shares_embeddings()
     assert torch.equal(flat_parameters(reloaded), flat_parameters(model))
     with torch.no_grad():
         reloaded.discriminator.get_input_embeddings().weight[5] += 1.0
-    assert torch.equal(reloaded.generator.get_output_embeddings().weight[5], reloaded.discriminator.get_input_embeddings().weight[5])
+    assert torch.equal(
+        reloaded.generator.get_output_embeddings().weight[5], reloaded.discriminator.get_input_embeddings().weight[5]
+    )
     batch = _batch()
     assert trainer.compute_loss(reloaded, dict(batch)).item() != trainer.compute_loss(model, dict(batch)).item()
 
@@ -189,11 +200,15 @@ def test_a_collated_whole_word_run_trains_and_evaluates(tokenizer, corpus, tmp_p
                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
                            pad_token_id=tokenizer.pad_token_id)  # fmt: skip
     model = ElectraPretrainingModel.from_config(config, generator_fraction=1 / 3)
-    rows = [{"input_ids": ids[:48]} for ids in tokenize_corpus(corpus["train"].select(range(16)), tokenizer)["input_ids"]]
+    rows = [
+        {"input_ids": ids[:48]} for ids in tokenize_corpus(corpus["train"].select(range(16)), tokenizer)["input_ids"]
+    ]
     collator = DataCollatorForMaskedLM(tokenizer, whole_word_mask=True, seed=0)
     args = sgd_args(str(tmp_path), 8, 1)
     args.learning_rate, args.max_steps, args.remove_unused_columns = 1e-3, 2, True
-    trainer = AuxiliaryObjectiveTrainer(model=model, args=args, data_collator=collator, train_dataset=rows, eval_dataset=rows[:8])
+    trainer = AuxiliaryObjectiveTrainer(
+        model=model, args=args, data_collator=collator, train_dataset=rows, eval_dataset=rows[:8]
+    )
     trainer.train()
     metrics = trainer.evaluate()
     assert {"eval_mlm_loss", "eval_rtd_loss", "eval_rtd_accuracy", "eval_masked_accuracy"} <= set(metrics)
@@ -214,7 +229,9 @@ def test_bad_settings_are_named():
         ElectraPretrainingModel(other.generator, other.discriminator)
     batch = _batch()
     with pytest.raises(ValueError, match="2D attention_mask"):
-        build_aux_model("electra")(**{**batch, "attention_mask": batch["attention_mask"][:, None, None]}, sampling_seed=0)
+        build_aux_model("electra")(
+            **{**batch, "attention_mask": batch["attention_mask"][:, None, None]}, sampling_seed=0
+        )
 
 
 def test_bf16_autocast_trains(tmp_path, one_torch_thread):

@@ -25,8 +25,16 @@ SCRIPT = SCRIPTS / "fsdp2_step.py"
 @pytest.mark.parametrize("head", ["tied", "untied"])
 def test_fully_sharded_llama_trains_evaluates_and_saves_a_loadable_model(tmp_path, head):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(SCRIPT),
-           str(tmp_path), head]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(SCRIPT),
+        str(tmp_path),
+        head,
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=SCRIPT.parent)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())

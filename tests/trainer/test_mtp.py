@@ -67,7 +67,11 @@ def naive_depth_losses(model: MultiTokenPredictionModel, batch: dict) -> tuple[l
             s, e = span[0], span[-1] + 1
             length = e - s
             states = [hidden[b, s:e][None]]  # depth 0: the head's input
-            previous, positions, zeros = hidden[b, s:e][None], torch.arange(length)[None], torch.zeros(1, length, dtype=torch.long)
+            previous, positions, zeros = (
+                hidden[b, s:e][None],
+                torch.arange(length)[None],
+                torch.zeros(1, length, dtype=torch.long),
+            )
             for k, module in enumerate(model.mtp, start=1):
                 following = None
                 if module.sequential:
@@ -107,7 +111,10 @@ def test_targets_of_collated_packed_and_padded_batches(tokenizer):
         {"input_ids": [30, 31, 32, 33, 34, 35, eos]},
         {"input_ids": [40, eos]},
     ]
-    for collator in (DataCollatorForCausalLM(tokenizer, max_length=8, packing=True), DataCollatorForCausalLM(tokenizer)):
+    for collator in (
+        DataCollatorForCausalLM(tokenizer, max_length=8, packing=True),
+        DataCollatorForCausalLM(tokenizer),
+    ):
         batch = collator(features)
         batch.pop("use_cache", None)
         targets = multi_token_targets(batch, 3)
@@ -137,7 +144,10 @@ def test_trainer_loss_equals_the_naive_per_document_reference(kind, tmp_path, on
     assert abs(ours.item() - naive_total(model, batch).item()) < 1e-5
     assert counts == model.count_targets(batch).tolist() and all(c > 0 for c in counts)
     assert counts[0] > counts[1] > counts[2]  # deeper targets run into more boundaries
-    assert abs(naive[0].item() - model.base(**{k: batch[k] for k in ("input_ids", "position_ids", "labels")}).loss.item()) < 1e-5
+    assert (
+        abs(naive[0].item() - model.base(**{k: batch[k] for k in ("input_ids", "position_ids", "labels")}).loss.item())
+        < 1e-5
+    )
 
 
 def padded_rows() -> list[dict[str, torch.Tensor]]:
@@ -173,7 +183,9 @@ def test_depth_losses_are_logged(tmp_path, one_torch_thread):
     model = build_aux_model("mtp")
     args = sgd_args(str(tmp_path), 4, 1)
     args.logging_strategy, args.logging_steps, args.max_steps = "steps", 1, 2
-    trainer = AuxiliaryObjectiveTrainer(model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp"))
+    trainer = AuxiliaryObjectiveTrainer(
+        model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")
+    )
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert logged and {"mtp_depth_1_loss", "mtp_depth_2_loss"} <= set(logged[0])
@@ -194,8 +206,12 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize("kind", MTP_KINDS)
 def test_batch_8_and_batch_2_times_accumulation_4_take_the_naive_full_batch_step(kind, tmp_path, one_torch_thread):
     rows = build_rows(kind)
-    per_micro_batch = [model_counts for model_counts in
-                       (build_aux_model(kind).count_targets(stack_rows(rows[i : i + 2])).tolist() for i in range(0, 8, 2))]
+    per_micro_batch = [
+        model_counts
+        for model_counts in (
+            build_aux_model(kind).count_targets(stack_rows(rows[i : i + 2])).tolist() for i in range(0, 8, 2)
+        )
+    ]
     assert len({tuple(c) for c in per_micro_batch}) > 1  # a per-micro-batch mean would show
     reference = reference_update(kind)
     assert _rel(parameter_update(kind, 8, 1, str(tmp_path)), reference) < 1e-5
@@ -206,7 +222,9 @@ def test_batch_8_and_batch_2_times_accumulation_4_take_the_naive_full_batch_step
 def test_save_keeps_the_stock_model_loadable_alone_and_reloads_the_modules(tmp_path, one_torch_thread):
     model = build_aux_model("mtp")
     args = sgd_args(str(tmp_path / "run"), 4, 1)
-    trainer = AuxiliaryObjectiveTrainer(model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp"))
+    trainer = AuxiliaryObjectiveTrainer(
+        model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")
+    )
     trainer.train()
     trainer.save_model(str(tmp_path / "out"))
     with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as f:
@@ -219,7 +237,9 @@ def test_save_keeps_the_stock_model_loadable_alone_and_reloads_the_modules(tmp_p
     assert torch.equal(flat_parameters(reloaded), flat_parameters(model))
     assert json.loads((tmp_path / "out" / "mtp" / "mtp_config.json").read_text())["num_depths"] == 2
     batch = stack_rows(build_rows("mtp"))
-    assert trainer.compute_loss(reloaded, dict(batch)).item() == pytest.approx(trainer.compute_loss(model, dict(batch)).item(), abs=1e-6)
+    assert trainer.compute_loss(reloaded, dict(batch)).item() == pytest.approx(
+        trainer.compute_loss(model, dict(batch)).item(), abs=1e-6
+    )
 
 
 def test_resume_from_checkpoint_restores_the_modules(tmp_path, one_torch_thread):
@@ -229,7 +249,8 @@ def test_resume_from_checkpoint_restores_the_modules(tmp_path, one_torch_thread)
     AuxiliaryObjectiveTrainer(model=first, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")).train()
     second = build_aux_model("mtp")
     AuxiliaryObjectiveTrainer(model=second, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")).train(
-        resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+        resume_from_checkpoint=str(tmp_path / "checkpoint-1")
+    )
     assert torch.allclose(flat_parameters(first), flat_parameters(second), atol=1e-6)
 
 

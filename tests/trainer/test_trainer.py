@@ -22,8 +22,9 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_compute_loss_equals_the_stock_model_loss(objective, tmp_path):
     model, batch = build_model(objective), stack_rows(build_rows(objective))
-    trainer = ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows,
-                               train_dataset=build_rows(objective))
+    trainer = ObjectiveTrainer(
+        model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows, train_dataset=build_rows(objective)
+    )
     assert trainer.objective == objective == infer_objective(model)
     ours = trainer.compute_loss(model, dict(batch))
     assert abs(ours.item() - model(**batch).loss.item()) < 1e-6
@@ -49,8 +50,13 @@ def test_logits_fallback_gives_the_same_update(tmp_path):
 
     model = build_model("masked")
     before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    OT(model=model, args=sgd_args(str(tmp_path), 2, 4), data_collator=stack_rows, train_dataset=build_rows("masked"),
-       use_linear_head=False).train()
+    OT(
+        model=model,
+        args=sgd_args(str(tmp_path), 2, 4),
+        data_collator=stack_rows,
+        train_dataset=build_rows("masked"),
+        use_linear_head=False,
+    ).train()
     update = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - before
     assert _rel(update, reference_update("masked")) < 1e-5
 
@@ -58,8 +64,13 @@ def test_logits_fallback_gives_the_same_update(tmp_path):
 def test_stock_trainer_with_our_compute_loss_func_is_exact_for_masked_lm(tmp_path):
     model = build_model("masked")
     before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    Trainer(model=model, args=sgd_args(str(tmp_path), 2, 4), data_collator=stack_rows,
-            train_dataset=build_rows("masked"), compute_loss_func=make_compute_loss_func("masked")).train()
+    Trainer(
+        model=model,
+        args=sgd_args(str(tmp_path), 2, 4),
+        data_collator=stack_rows,
+        train_dataset=build_rows("masked"),
+        compute_loss_func=make_compute_loss_func("masked"),
+    ).train()
     update = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - before
     assert _rel(update, reference_update("masked")) < 1e-5
 
@@ -99,9 +110,20 @@ def test_eval_perplexity_is_the_corpus_perplexity(objective, with_metrics, tmp_p
 
 def test_untied_llama_head_and_logits_to_keep(tmp_path):
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False,
-                                         pad_token_id=0, bos_token_id=2, eos_token_id=2))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            tie_word_embeddings=False,
+            pad_token_id=0,
+            bos_token_id=2,
+            eos_token_id=2,
+        )
+    )
     rows = build_rows("causal")
     batch = stack_rows(rows)
     trainer = ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows)
@@ -127,6 +149,8 @@ def test_bad_arguments_are_named(tmp_path):
     with pytest.raises(ValueError, match="objective must be one of"):
         ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), objective="mlm")
     with pytest.raises(ValueError, match="compute_loss_func"):
-        ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), compute_loss_func=make_compute_loss_func("masked"))
+        ObjectiveTrainer(
+            model=model, args=sgd_args(str(tmp_path), 8, 1), compute_loss_func=make_compute_loss_func("masked")
+        )
     with pytest.raises(ValueError, match="objective must be one of"):
         make_compute_loss_func("span")
