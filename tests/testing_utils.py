@@ -24,33 +24,11 @@ def load_recipe():
 
 
 QUICK = [
-    "--max_documents",
-    "200",
-    "--vocab_size",
-    "1024",
-    "--hidden_size",
-    "32",
-    "--num_hidden_layers",
-    "2",
-    "--num_attention_heads",
-    "2",
-    "--max_length",
-    "64",
-    "--max_position_embeddings",
-    "64",
-    "--per_device_train_batch_size",
-    "4",
-    "--per_device_eval_batch_size",
-    "4",
-    "--max_eval_rows",
-    "8",
-    "--logging_steps",
-    "1",
-    "--eval_steps",
-    "2",
-    "--learning_rate",
-    "1e-3",
-]
+    "--max_documents", "200", "--vocab_size", "1024", "--hidden_size", "32", "--num_hidden_layers", "2",
+    "--num_attention_heads", "2", "--max_length", "64", "--max_position_embeddings", "64",
+    "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4", "--max_eval_rows", "8",
+    "--logging_steps", "1", "--eval_steps", "2", "--learning_rate", "1e-3",
+]  # fmt: skip
 
 
 CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
@@ -92,35 +70,11 @@ OBJECTIVES = ["causal", "masked", "seq2seq"]
 
 
 QUICK_PRETRAIN = [
-    "--config",
-    str(REPO / "recipes/configs/clm/demo.yaml"),
-    "--max_documents",
-    "200",
-    "--vocab_size",
-    "512",
-    "--hidden_size",
-    "32",
-    "--num_hidden_layers",
-    "2",
-    "--num_attention_heads",
-    "2",
-    "--max_length",
-    "64",
-    "--max_position_embeddings",
-    "128",
-    "--per_device_train_batch_size",
-    "4",
-    "--per_device_eval_batch_size",
-    "4",
-    "--max_eval_rows",
-    "8",
-    "--logging_steps",
-    "1",
-    "--max_steps",
-    "2",
-    "--sample_max_new_tokens",
-    "8",
-]
+    "--config", str(REPO / "recipes/configs/clm/demo.yaml"), "--max_documents", "200", "--vocab_size", "512",
+    "--hidden_size", "32", "--num_hidden_layers", "2", "--num_attention_heads", "2", "--max_length", "64",
+    "--max_position_embeddings", "128", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
+    "--max_eval_rows", "8", "--logging_steps", "1", "--max_steps", "2", "--sample_max_new_tokens", "8",
+]  # fmt: skip
 
 
 CONFIG_DIR = REPO / "recipes" / "accelerate_configs"
