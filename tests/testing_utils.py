@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -78,3 +80,19 @@ QUICK_PRETRAIN = [
 
 
 CONFIG_DIR = REPO / "recipes" / "accelerate_configs"
+
+
+def torchrun(script: Path, nproc: int, *args: str, timeout: int = 600) -> None:
+    """Run ``script`` under ``torch.distributed.run`` with ``nproc`` gloo processes; fail with its output."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(script),
+        *args,
+    ]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -58,7 +58,8 @@ from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
 from hf_lmobj.trainer.electra import ElectraPretrainingModel, electra_loss
-from hf_lmobj.trainer.mtp import MultiTokenPredictionModel, document_ids, multi_token_targets
+from hf_lmobj.trainer.mtp import MultiTokenPredictionModel
+from hf_lmobj.trainer.mtp_targets import document_ids, multi_token_targets
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.objectives import base_model_of, capture_head, linear_head, model_inputs
 

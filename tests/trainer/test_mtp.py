@@ -15,7 +15,8 @@ from transformers import AutoModelForCausalLM
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel, multi_token_targets
+from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
+from hf_lmobj.trainer.mtp_targets import multi_token_targets
 
 MTP_KINDS = ["mtp", "mtp_parallel"]
 
