@@ -62,6 +62,7 @@ from hf_lmobj.recipes.support.pretraining import (
     target_token_accuracy,
     unigram_entropy,
 )
+from hf_lmobj.recipes.support.time_budget import StepBudget, fit_max_steps_to_budget
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         eval_dataset=data.eval_dataset,
     )
     with timer.phase("training"):
+        budget = _fit_to_budget(trainer, runtime_args, threads)
         train_metrics = trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint).metrics
     with timer.phase("evaluation"):
         metrics = trainer.evaluate()
@@ -187,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             sample,
             timer,
             threads,
+            budget,
         )
     return metrics
 
@@ -197,6 +200,15 @@ def _thread_control(runtime_args: RuntimeArguments) -> AdaptiveThreadsCallback |
         torch.set_num_threads(runtime_args.torch_threads)
         return None
     return AdaptiveThreadsCallback(runtime_args.thread_check_steps)
+
+
+def _fit_to_budget(trainer, runtime_args: RuntimeArguments, threads) -> StepBudget | None:
+    """``max_train_minutes``: lower ``max_steps`` to the steps that fit, timed at the thread count training starts with."""
+    if runtime_args.max_train_minutes is None:
+        return None
+    if threads:
+        threads.adapt()
+    return fit_max_steps_to_budget(trainer, runtime_args.max_train_minutes)
 
 
 def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
@@ -275,6 +287,7 @@ def _write_and_report(
     sample,
     timer,
     threads,
+    budget,
 ) -> None:
     output = Path(trainer.args.output_dir)
     tokenizer.save_pretrained(output)
@@ -321,6 +334,8 @@ def _write_and_report(
             f"    training throughput {metrics['train_tokens_per_second']:,.0f} tokens/s "
             f"({metrics['train_tokens_seen']:,} tokens)"
         )
+    if budget is not None:
+        print(f"    training budget {budget.summary()}")
     if sample is not None:
         print(f"  sample ({report_args.sample_prompt!r}, top_p={report_args.sample_top_p}):")
         print(sample)

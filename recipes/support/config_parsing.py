@@ -24,9 +24,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.resources
 import sys
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +78,34 @@ def load_yaml_config(path: str | Path) -> dict[str, Any]:
 
 
 def _parser(dataclass_types: Sequence[type], description: str | None = None) -> HfArgumentParser:
-    return HfArgumentParser(
+    parser = HfArgumentParser(
         list(dataclass_types), description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    nullable = _optional_number_fields(dataclass_types)
+    for action in parser._actions:
+        if action.dest in nullable and action.type in (int, float):
+            action.type = _null_or(action.type)
+    return parser
+
+
+def _optional_number_fields(dataclass_types: Sequence[type]) -> set[str]:
+    """Fields typed ``int | None`` / ``float | None``: ``--name null`` sets them to None, as ``name: null`` in YAML."""
+    names = set()
+    for cls in dataclass_types:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            args = typing.get_args(hints.get(f.name))
+            if type(None) in args and {int, float} & set(args):
+                names.add(f.name)
+    return names
+
+
+def _null_or(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        return None if text == "null" else convert(text)
+
+    parse.__name__ = convert.__name__  # argparse names the type in its error messages
+    return parse
 
 
 def _print_help(dataclass_types: Sequence[type], description: str | None, everything: bool) -> None:

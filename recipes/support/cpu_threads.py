@@ -46,19 +46,30 @@ PROC_STAT = Path("/proc/stat")
 
 @dataclass
 class RuntimeArguments:
-    """How many CPU threads torch uses."""
+    """How many CPU threads torch uses, and how long training may run."""
 
     torch_threads: int | None = field(
         default=None,
         metadata={"help": "Fixed torch CPU threads; None = adaptive: the cores other processes leave free."},
     )
     thread_check_steps: int = field(default=10, metadata={"help": "Adaptive threads: re-check every N steps."})
+    max_train_minutes: float | None = field(
+        default=None,
+        metadata={
+            "help": "Wall-clock budget of training: a few steps are timed first and max_steps is lowered to what "
+            "fits (never raised). None = exactly max_steps."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ValueError(f"torch_threads must be positive or None, got {self.torch_threads}")
         if self.thread_check_steps < 1:
             raise ValueError(f"thread_check_steps must be positive, got {self.thread_check_steps}")
+        if self.max_train_minutes is not None and not self.max_train_minutes > 0:
+            raise ValueError(
+                f"max_train_minutes must be positive or None (no budget: exactly max_steps), got {self.max_train_minutes}"
+            )
 
 
 @dataclass(frozen=True)

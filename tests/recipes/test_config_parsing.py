@@ -30,6 +30,24 @@ def test_yaml_sets_defaults_and_cli_overrides(tmp_path):
     assert (train.max_steps, train.learning_rate, train.output_dir) == (3, 0.003, str(tmp_path))
 
 
+@dataclass
+class Optionals:
+    minutes: float | None = 7.0
+    rows: int | None = 3
+    tag: str | None = "x"
+
+
+def test_null_on_the_command_line_clears_an_optional_number_as_in_yaml(tmp_path):
+    parsed = parse_args_with_config((Optionals,), ["--minutes", "null", "--rows", "null", "--tag", "null"])
+    assert parsed == (Optionals(minutes=None, rows=None, tag="null"),)  # a string stays the string it was given
+    from_file = parse_args_with_config((Optionals,), ["--config", write(tmp_path, "minutes: null\n"), "--rows", "4"])
+    assert from_file == (Optionals(minutes=None, rows=4),)
+    with pytest.raises(SystemExit):  # argparse's own error for a bad number
+        parse_args_with_config((Optionals,), ["--minutes", "soon"])
+    train = parse_args_with_config((TrainingArguments,), ["--output_dir", str(tmp_path), "--report_to", "none"])[0]
+    assert train.report_to == []  # "none" keeps its Trainer meaning
+
+
 def test_no_config_uses_dataclass_defaults():
     assert parse_args_with_config((Args,), ["--steps", "2"]) == (Args(steps=2),)
 
