@@ -16,6 +16,7 @@ import torch
 from tests.testing_utils import QUICK, ROOT, load_recipe
 
 RECIPES = sorted((ROOT / "recipes").glob("*.py"))
+SUPPORT = sorted((ROOT / "recipes" / "support").glob("*.py"))
 #: Calls that every rank must make together when the model is sharded.
 COLLECTIVES = {
     "save_model",
@@ -34,8 +35,8 @@ COLLECTIVES = {
     "reduce",
     "barrier",
     "wait_for_everyone",
-    "_sample",
-    "_score_texts",
+    "sample_continuation",
+    "score_validation_texts",
 }
 MAIN_ONLY = {
     "is_world_process_zero",
@@ -72,7 +73,12 @@ def _calls(nodes: list[ast.stmt], functions: dict[str, ast.FunctionDef], seen: s
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
 def test_no_collective_runs_inside_a_main_process_block(recipe):
     tree = ast.parse(recipe.read_text())
-    functions = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    functions = {  # the recipe's own functions and the support modules' it may call
+        f.name: f
+        for module in (*SUPPORT, recipe)
+        for f in ast.walk(ast.parse(module.read_text()))
+        if isinstance(f, ast.FunctionDef)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _main_only(node.test):
             found = _calls(node.body, functions, set()) & COLLECTIVES

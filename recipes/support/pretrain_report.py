@@ -1,0 +1,220 @@
+"""The end of a pre-training run: validation scoring, baselines, the sample, files and the printed report.
+
+``pretrain.py`` trains; this module measures and shows. Scoring and sampling run the model, so
+every rank calls them (a sharded model runs them together); :func:`baseline_bits_per_byte` and
+:func:`write_and_report` run on the main process only.
+
+Example:
+    >>> baseline_key("Kneser-Ney 5-gram"), baseline_key("xz -9e")
+    ('baseline_kneser_ney_5_gram_bits_per_byte', 'baseline_xz_9e_bits_per_byte')
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
+from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
+from hf_lmobj.recipes.support.auxiliary_pretraining import auxiliary_hyperparameters
+from hf_lmobj.recipes.support.cards import write_model_card
+from hf_lmobj.recipes.support.compression import compression_bits_per_byte
+from hf_lmobj.recipes.support.fim_pretraining import print_fim_comparison
+from hf_lmobj.recipes.support.ngram import KneserNeyLM
+from hf_lmobj.recipes.support.phase_timer import PhaseTimer
+from hf_lmobj.recipes.support.pretraining import CAUSAL_OBJECTIVES
+from hf_lmobj.recipes.support.time_budget import StepBudget
+
+__all__ = [
+    "ReportArguments",
+    "PretrainRun",
+    "baseline_key",
+    "score_validation_texts",
+    "baseline_bits_per_byte",
+    "sample_continuation",
+    "write_and_report",
+]
+
+
+@dataclass
+class ReportArguments:
+    """What the end of the run measures and shows."""
+
+    eval_batch_size: int = field(
+        default=16, metadata={"help": "Windows per forward pass when scoring the validation text."}
+    )
+    eval_max_length: int | None = field(
+        default=None, metadata={"help": "Window length when scoring; None = max_length."}
+    )
+    eval_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = window // 2."})
+    ngram_orders: list[int] = field(
+        default_factory=lambda: [3, 4, 5],
+        metadata={
+            "help": "clm: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."
+        },
+    )
+    sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
+    sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
+    sample_top_p: float = field(default=0.9, metadata={"help": "Nucleus of the sampled continuation."})
+    sample_seed: int = field(default=0, metadata={"help": "Seed of the sampled continuation."})
+
+
+@dataclass
+class PretrainRun:
+    """A run's parts that the report reads: the trainer, its data and every argument group."""
+
+    trainer: Any
+    tokenizer: Any
+    data: Any  # pretraining.PreparedData
+    data_args: Any
+    model_args: Any
+    aux_args: Any
+    fim_args: Any
+    report_args: ReportArguments
+    timer: PhaseTimer
+    threads: Any = None  # cpu_threads.AdaptiveThreadsCallback, None when threads are fixed
+    budget: StepBudget | None = None
+
+
+def baseline_key(name: str) -> str:
+    """The metrics.json key of a baseline's bits per byte (``xz -9e`` -> ``baseline_xz_9e_bits_per_byte``)."""
+    return "baseline_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") + "_bits_per_byte"
+
+
+def score_validation_texts(model, tokenizer, texts, data_args, report_args, progress: bool) -> dict[str, float]:
+    """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows, a tqdm bar)."""
+    window = report_args.eval_max_length or data_args.max_length
+    stride = report_args.eval_stride or max(window // 2, 1)
+    scores = score_texts(
+        model,
+        tokenizer,
+        texts,
+        max_length=window,
+        stride=stride,
+        batch_size=report_args.eval_batch_size,
+        progress=progress,
+    )
+    nll, tokens, num_bytes = ([getattr(s, name) for s in scores] for name in ("nll", "num_tokens", "num_bytes"))
+    return {
+        "validation_perplexity": perplexity_from_sums(nll, tokens),
+        "validation_bits_per_byte": bits_per_byte_from_sums(nll, num_bytes),
+        "validation_tokens": sum(tokens),
+        "validation_bytes": sum(num_bytes),
+    }
+
+
+def baseline_bits_per_byte(data, tokenizer, texts, report_args, timer: PhaseTimer) -> dict[str, float]:
+    """Bits per byte of the same validation texts under Kneser-Ney n-grams (same training tokens) and compressors.
+
+    Keys are display names (``"Kneser-Ney 5-gram"``, ``"xz -9e"``), in the order they are printed.
+    """
+    out: dict[str, float] = {}
+    if report_args.ngram_orders and data.train_documents is not None:
+        with timer.phase("n-gram"):
+            documents = data.train_documents.with_format("numpy")["input_ids"]
+            lm = KneserNeyLM.fit(documents, max(report_args.ngram_orders), len(tokenizer))
+            sequences = encode_texts(tokenizer, texts, add_start_token=True)  # the tokens the model is scored on
+            num_bytes = [len(text.encode("utf-8")) for text in texts]
+            for order in sorted(report_args.ngram_orders):
+                out[f"Kneser-Ney {order}-gram"] = bits_per_byte_from_sums(lm.sequence_nll(sequences, order), num_bytes)
+    with timer.phase("compressors"):
+        out.update(compression_bits_per_byte(texts))
+    return out
+
+
+def sample_continuation(model, tokenizer, report_args: ReportArguments) -> str:
+    """A seeded nucleus-sampled continuation of ``sample_prompt``; the caller's RNG is left untouched."""
+    inputs = encode_prompts(tokenizer, [report_args.sample_prompt], add_bos=tokenizer.bos_token is not None)
+    model.eval()
+    devices = [model.device] if model.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(report_args.sample_seed)
+        output = model.generate(
+            **inputs.to(model.device),
+            max_new_tokens=report_args.sample_max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            **sampling_generate_kwargs(top_p=report_args.sample_top_p),
+        )
+    return tokenizer.decode(output[0], skip_special_tokens=True)
+
+
+def write_and_report(run: PretrainRun, metrics: dict, baselines: dict[str, float], sample: str | None) -> None:
+    """Write the tokenizer, ``metrics.json`` and the model card into ``output_dir``, then print the report."""
+    output = Path(run.trainer.args.output_dir)
+    run.tokenizer.save_pretrained(output)
+    (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    _write_card(run, metrics, output)
+    print(f"\n== {run.data_args.objective} run written to {output}")
+    for key, value in metrics.items():
+        if not key.startswith("baseline_"):
+            print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
+    if run.data_args.objective not in CAUSAL_OBJECTIVES:
+        loss_key = "eval_mlm_loss" if "eval_mlm_loss" in metrics else "eval_loss"  # ELECTRA: the generator's MLM loss
+        print(
+            f"  {loss_key} {metrics[loss_key]:.3f} vs unigram entropy of the training tokens "
+            f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)"
+        )
+    else:
+        _print_comparison(metrics, baselines)
+        print_fim_comparison(metrics, run.fim_args.fim_baseline_metrics)
+    _print_time(run, metrics)
+    if sample is not None:
+        print(f"  sample ({run.report_args.sample_prompt!r}, top_p={run.report_args.sample_top_p}):")
+        print(sample)
+
+
+def _write_card(run: PretrainRun, metrics: dict, output: Path) -> None:
+    trainer = run.trainer
+    hyperparameters = {
+        **run.data.hyperparameters,
+        "learning_rate": trainer.args.learning_rate,
+        "max_steps": trainer.state.max_steps,
+        "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
+        "parameters": trainer.model.num_parameters(),
+        "vocab_size": len(run.tokenizer),
+        **auxiliary_hyperparameters(run.aux_args),
+    }
+    write_model_card(
+        output,
+        objective=run.data_args.objective,
+        metrics=metrics,
+        hyperparameters=hyperparameters,
+        model_name=output.name,
+        dataset_name=run.data_args.dataset_name or "python-stdlib",
+        base_model=run.model_args.model_name_or_path,
+        log_history=trainer.state.log_history,
+        extra={"launch command": " ".join(sys.argv)},
+    )
+
+
+def _print_comparison(metrics: dict[str, float], baselines: dict[str, float]) -> None:
+    print(f"  bits per byte on the same validation text ({metrics['validation_bytes']:,} bytes):")
+    print(f"    {'this model':20s} {metrics['validation_bits_per_byte']:.3f}")
+    ngrams = {name: rate for name, rate in baselines.items() if name.startswith("Kneser-Ney")}
+    if ngrams:
+        best = min(ngrams, key=ngrams.get)
+        tried = ", ".join(f"{name.split()[1].split('-')[0]}: {rate:.3f}" for name, rate in ngrams.items())
+        print(f"    {best:20s} {ngrams[best]:.3f}   (n chosen on this text; {tried})")
+    for name, rate in baselines.items():
+        if name not in ngrams:
+            print(f"    {name:20s} {rate:.3f}")
+
+
+def _print_time(run: PretrainRun, metrics: dict) -> None:
+    threads_line = run.threads.summary() if run.threads else f"fixed at {torch.get_num_threads()}"
+    print(f"  time (wall clock; torch threads {threads_line}):")
+    for line in run.timer.lines():
+        print(f"    {line}")
+    if "train_tokens_per_second" in metrics:
+        print(
+            f"    training throughput {metrics['train_tokens_per_second']:,.0f} tokens/s "
+            f"({metrics['train_tokens_seen']:,} tokens)"
+        )
+    if run.budget is not None:
+        print(f"    training budget {run.budget.summary()}")
