@@ -37,42 +37,8 @@ Example:
     TypeError: feature 0: input_ids must be a 1D list of ints, got a bool at position 1
 """
 
-from hf_lmobj.validation.ids import (
-    check_column_range,
-    check_id_range,
-    check_labels,
-    check_token_id,
-    id_column,
-    id_sequence,
-)
-from hf_lmobj.validation.values import (
-    check_count,
-    check_counts,
-    check_flag,
-    check_has_targets,
-    check_length,
-    check_nll_sums,
-    check_num_items_in_batch,
-    check_number,
-    check_per_row,
-    check_return_tensors,
-)
+from hf_lmobj.validation import ids, values
+from hf_lmobj.validation.ids import *  # noqa: F403  (every name of ids.__all__)
+from hf_lmobj.validation.values import *  # noqa: F403  (every name of values.__all__)
 
-__all__ = [
-    "id_sequence",
-    "id_column",
-    "check_id_range",
-    "check_column_range",
-    "check_token_id",
-    "check_labels",
-    "check_count",
-    "check_counts",
-    "check_nll_sums",
-    "check_num_items_in_batch",
-    "check_number",
-    "check_per_row",
-    "check_length",
-    "check_flag",
-    "check_has_targets",
-    "check_return_tensors",
-]
+__all__ = [*ids.__all__, *values.__all__]
