@@ -68,8 +68,8 @@ def token_losses(
         [0.6931, 0.6931]
     """
     z = logits.to(accumulation_dtype(logits.dtype))  # (M, V)
-    if opts.softcap is not None:
-        z = opts.softcap * torch.tanh(z / opts.softcap)
+    if opts.logit_softcap is not None:
+        z = opts.logit_softcap * torch.tanh(z / opts.logit_softcap)
     lse = torch.logsumexp(z, dim=-1)  # (M,)
     eps = opts.label_smoothing
     losses = lse - (1.0 - eps) * z.gather(1, targets[:, None]).squeeze(1)

@@ -74,12 +74,14 @@ class HeadLossOptions:
 
     label_smoothing: float = 0.0  # eps in [0, 1): weight moved from the target to the uniform
     z_loss: float = 0.0  # coefficient on logsumexp**2 (PaLM uses 1e-4)
-    softcap: float | None = None  # logits -> softcap * tanh(logits / softcap) (Gemma 2: 30.0)
+    logit_softcap: float | None = None  # logits -> softcap * tanh(logits / softcap) (Gemma 2: 30.0)
 
     def __post_init__(self) -> None:
         check_number(self.label_smoothing, "label_smoothing", 0.0, 1.0, high_open=True, hint="0 switches it off")
         check_number(self.z_loss, "z_loss", 0.0, hint="0 switches it off (PaLM uses 1e-4)")
-        check_number(self.softcap, "softcap", 0.0, low_open=True, optional=True, hint="None switches it off")
+        check_number(
+            self.logit_softcap, "logit_softcap", 0.0, low_open=True, optional=True, hint="None switches it off"
+        )
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -147,9 +149,9 @@ def token_losses_and_grad(
     """
     eps, vocab = opts.label_smoothing, logits.shape[-1]
     tanh = None
-    if opts.softcap is not None:
-        tanh = logits.div_(opts.softcap).tanh_()  # (C, V), kept for the chain rule
-        logits = tanh.mul(opts.softcap) if need_grad else tanh.mul_(opts.softcap)
+    if opts.logit_softcap is not None:
+        tanh = logits.div_(opts.logit_softcap).tanh_()  # (C, V), kept for the chain rule
+        logits = tanh.mul(opts.logit_softcap) if need_grad else tanh.mul_(opts.logit_softcap)
     lse = torch.logsumexp(logits, dim=-1)  # (C,)
     target_logit = logits.gather(1, targets[:, None]).squeeze(1)  # (C,)
     losses = lse - (1.0 - eps) * target_logit
@@ -269,7 +271,7 @@ def linear_cross_entropy(
     chunk_size: int | None = None,
     label_smoothing: float = 0.0,
     z_loss: float = 0.0,
-    softcap: float | None = None,
+    logit_softcap: float | None = None,
 ) -> torch.Tensor:
     """Cross-entropy of ``hidden @ weight.T + bias`` against ``targets``, chunked over rows.
 
@@ -284,7 +286,7 @@ def linear_cross_entropy(
             target); default the number of kept rows. A batch without targets gives 0 (its share
             of the step's sum), not NaN.
         chunk_size: rows per chunk; ``None`` = ``resolve_chunk_size`` (16M logits elements; 2M on CPU).
-        label_smoothing, z_loss, softcap: see ``HeadLossOptions``.
+        label_smoothing, z_loss, logit_softcap: see ``HeadLossOptions``.
 
     Returns:
         A 0-d tensor in the accumulation dtype (float32, or float64 for float64 inputs). The
@@ -295,7 +297,7 @@ def linear_cross_entropy(
         >>> round(linear_cross_entropy(h, w, torch.tensor([0, -100, 4])).item(), 4)  # ln 5
         1.6094
     """
-    opts = HeadLossOptions(label_smoothing, z_loss, softcap)
+    opts = HeadLossOptions(label_smoothing, z_loss, logit_softcap)
     targets = _check_inputs(hidden, weight, targets, bias, ignore_index)
     flat_h = hidden.reshape(-1, hidden.shape[-1])  # (N, H)
     flat_t = targets.reshape(-1)  # (N,)
@@ -347,7 +349,7 @@ def linear_token_losses(
     bias: torch.Tensor | None = None,
     ignore_index: int = -100,
     chunk_size: int | None = None,
-    softcap: float | None = None,
+    logit_softcap: float | None = None,
 ) -> torch.Tensor:
     """Per-token negative log-likelihood of ``hidden @ weight.T + bias`` (no grad), 0 where ignored.
 
@@ -359,7 +361,7 @@ def linear_token_losses(
         >>> [round(x, 4) for x in out[0].tolist()]  # ln 4, ignored
         [1.3863, 0.0]
     """
-    opts = HeadLossOptions(softcap=softcap)
+    opts = HeadLossOptions(logit_softcap=logit_softcap)
     targets = _check_inputs(hidden, weight, targets, bias, ignore_index)
     flat_h, flat_t = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)  # (N, H), (N,)
     rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)

@@ -127,8 +127,8 @@ class ObjectiveTrainer(Trainer):
             raise ValueError("ObjectiveTrainer computes its own loss: drop compute_loss_func (or use a stock Trainer)")
         super().__init__(*args, **kwargs)
         self.objective: Objective = check_objective(objective) if objective is not None else infer_objective(self.model)
-        softcap = logit_softcap if logit_softcap is not None else model_softcap(self.model)
-        self.loss_options = HeadLossOptions(self.args.label_smoothing_factor, z_loss, softcap)
+        logit_softcap = logit_softcap if logit_softcap is not None else model_softcap(self.model)
+        self.loss_options = HeadLossOptions(self.args.label_smoothing_factor, z_loss, logit_softcap)
         self.label_smoother = None  # label smoothing is part of loss_options
         self.chunk_size = check_length(chunk_size, "chunk_size", optional=True)
         self.use_linear_head = check_flag(use_linear_head, "use_linear_head")
@@ -174,7 +174,7 @@ class ObjectiveTrainer(Trainer):
             outputs = model(**feed)
             logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs[0]
             result = (
-                token_nll(logits, targets, IGNORE_INDEX, HeadLossOptions(softcap=self.loss_options.softcap))
+                token_nll(logits, targets, IGNORE_INDEX, HeadLossOptions(logit_softcap=self.loss_options.logit_softcap))
                 if evaluating
                 else summed_loss(logits, targets, num_items_in_batch, IGNORE_INDEX, self.loss_options)
             )
@@ -193,7 +193,7 @@ class ObjectiveTrainer(Trainer):
         def fn(hidden: torch.Tensor) -> torch.Tensor:
             if evaluating:
                 return linear_token_losses(
-                    hidden, head.weight, targets, bias=head.bias, chunk_size=chunk, softcap=opts.softcap
+                    hidden, head.weight, targets, bias=head.bias, chunk_size=chunk, logit_softcap=opts.logit_softcap
                 )
             return linear_cross_entropy(
                 hidden,
@@ -204,7 +204,7 @@ class ObjectiveTrainer(Trainer):
                 chunk_size=chunk,
                 label_smoothing=opts.label_smoothing,
                 z_loss=opts.z_loss,
-                softcap=opts.softcap,
+                logit_softcap=opts.logit_softcap,
             )
 
         return fn

@@ -191,7 +191,7 @@ def test_linear_cross_entropy_bad_tensors(change, error, word):
         ({"bias": torch.zeros(V + 1)}, ValueError, "bias"),
         ({"bias": torch.zeros(V, dtype=torch.long)}, TypeError, "bias"),
         ({"label_smoothing": math.nan}, ValueError, "label_smoothing"),
-        ({"softcap": -1.0}, ValueError, "softcap"),
+        ({"logit_softcap": -1.0}, ValueError, "logit_softcap"),
         ({"z_loss": math.inf}, ValueError, "z_loss"),
         ({"ignore_index": None}, TypeError, "ignore_index"),
     ],

@@ -46,7 +46,7 @@ def _rows(labels: list[list[int]]) -> datasets.Dataset:
         ({"use_linear_head": "no"}, TypeError, "use_linear_head"),
         ({"z_loss": math.nan}, ValueError, "z_loss"),
         ({"z_loss": -1.0}, ValueError, "z_loss"),
-        ({"logit_softcap": 0.0}, ValueError, "softcap"),
+        ({"logit_softcap": 0.0}, ValueError, "logit_softcap"),
         ({"compute_loss_func": lambda *a, **k: None}, ValueError, "compute_loss_func"),
     ],
 )

@@ -22,11 +22,11 @@ def _inputs(seed: int = 0, ignore_every: int = 3):
     return hidden, weight, bias, targets
 
 
-def _reference(hidden, weight, bias, targets, *, num_items=None, label_smoothing=0.0, z_loss=0.0, softcap=None):
+def _reference(hidden, weight, bias, targets, *, num_items=None, label_smoothing=0.0, z_loss=0.0, logit_softcap=None):
     """The textbook formula on the full logits."""
     logits = hidden @ weight.T + (bias if bias is not None else 0.0)
-    if softcap is not None:
-        logits = softcap * torch.tanh(logits / softcap)
+    if logit_softcap is not None:
+        logits = logit_softcap * torch.tanh(logits / logit_softcap)
     keep = targets != -100
     total = F.cross_entropy(logits, targets, reduction="sum", label_smoothing=label_smoothing)
     total = total + z_loss * torch.logsumexp(logits[keep], dim=-1).square().sum()
@@ -43,8 +43,8 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
         {},
         {"label_smoothing": 0.1},
         {"z_loss": 1e-2},
-        {"softcap": 2.5},
-        {"label_smoothing": 0.2, "z_loss": 1e-3, "softcap": 4.0},
+        {"logit_softcap": 2.5},
+        {"label_smoothing": 0.2, "z_loss": 1e-3, "logit_softcap": 4.0},
     ],
 )
 @pytest.mark.parametrize("with_bias", [False, True])
@@ -195,7 +195,7 @@ def test_token_losses_match_reference_nll():
     [
         ({"label_smoothing": 1.0}, ValueError, "label_smoothing"),
         ({"z_loss": -1.0}, ValueError, "z_loss"),
-        ({"softcap": 0.0}, ValueError, "softcap"),
+        ({"logit_softcap": 0.0}, ValueError, "logit_softcap"),
         ({"chunk_size": 0}, ValueError, "chunk_size"),
         ({"num_items_in_batch": -1}, ValueError, "num_items_in_batch"),
         ({"num_items_in_batch": "8"}, TypeError, "num_items_in_batch"),

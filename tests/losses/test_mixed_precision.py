@@ -38,8 +38,8 @@ def _head_inputs(with_bias: bool = False):
 def _stock(hidden, weight, bias, targets, options):
     """What a stock model computes: logits from nn.functional.linear, float32 cross-entropy."""
     logits = F.linear(hidden, weight, bias).float()  # (N, V), the autocast dtype rounded
-    if options.get("softcap"):
-        logits = options["softcap"] * torch.tanh(logits / options["softcap"])
+    if options.get("logit_softcap"):
+        logits = options["logit_softcap"] * torch.tanh(logits / options["logit_softcap"])
     keep = targets != -100
     loss = F.cross_entropy(logits, targets, label_smoothing=options.get("label_smoothing", 0.0))
     return loss + options.get("z_loss", 0.0) * torch.logsumexp(logits[keep], -1).square().mean()
@@ -47,7 +47,7 @@ def _stock(hidden, weight, bias, targets, options):
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize(
-    "options", [{}, {"label_smoothing": 0.1, "z_loss": 1e-3, "softcap": 5.0}], ids=["plain", "smoothed"]
+    "options", [{}, {"label_smoothing": 0.1, "z_loss": 1e-3, "logit_softcap": 5.0}], ids=["plain", "smoothed"]
 )
 @pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "bias"])
 def test_linear_cross_entropy_under_autocast(dtype, options, with_bias):
