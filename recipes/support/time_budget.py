@@ -10,8 +10,8 @@ runs under ``torch.random.fork_rng`` and leaves no gradient behind, so the run t
 same run as with that ``max_steps`` given directly.
 
 Example:
-    >>> steps_within(420.0, seconds_per_step=1.3, max_steps=650)  # 420 / (1.3 * 1.05)
-    307
+    >>> steps_within(420.0, seconds_per_step=1.3, max_steps=650)  # 420 / (1.3 * 1.05 + 0.025)
+    302
     >>> steps_within(420.0, seconds_per_step=0.5, max_steps=650)  # the budget does not bind
     650
 """
@@ -24,11 +24,14 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["STEP_OVERHEAD", "StepBudget", "steps_within", "time_training_steps", "fit_max_steps_to_budget"]
+__all__ = ["STEP_OVERHEAD", "STEP_FIXED_SECONDS", "StepBudget", "steps_within", "time_training_steps", "fit_max_steps_to_budget"]
 
-#: Optimizer update, clipping, logging, evaluation and data loading on top of forward + backward
-#: (measured on the clm demo: the whole training phase ran 3-5% above the timed passes).
+#: What a training-loop step costs on top of the fastest timed forward + backward: a share
+#: (optimizer update, clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
+#: the clm demo's 2-core machine the loop ran at 1.05 x pass + 25 ms for steps of 4, 8 and 32 rows
+#: (passes of 0.09, 0.18 and 1.35 s; ``benchmarks/demo_experiments.md``).
 STEP_OVERHEAD = 1.05
+STEP_FIXED_SECONDS = 0.025
 
 
 @dataclass(frozen=True)
@@ -41,15 +44,22 @@ class StepBudget:
     steps: int
 
     def summary(self) -> str:
-        """One report line, e.g. ``7.0 min at 1.30 s/step: 307 of 650 steps``."""
+        """One report line, e.g. ``7.0 min at 1.30 s/step: 302 of 650 steps``."""
         return f"{self.minutes:g} min at {self.seconds_per_step:.2f} s/step: {self.steps} of {self.requested} steps"
 
 
-def steps_within(seconds: float, seconds_per_step: float, max_steps: int, overhead: float = STEP_OVERHEAD) -> int:
-    """Steps of ``seconds_per_step`` (times ``overhead``) that fit in ``seconds``, at least 1, at most ``max_steps``."""
-    if seconds_per_step <= 0:
+def steps_within(
+    seconds: float,
+    seconds_per_step: float,
+    max_steps: int,
+    overhead: float = STEP_OVERHEAD,
+    fixed: float = STEP_FIXED_SECONDS,
+) -> int:
+    """Loop steps (``seconds_per_step * overhead + fixed``) that fit in ``seconds``, at least 1, at most ``max_steps``."""
+    per_step = seconds_per_step * overhead + fixed
+    if per_step <= 0:
         return max_steps
-    return max(1, min(max_steps, math.floor(seconds / (seconds_per_step * overhead))))
+    return max(1, min(max_steps, math.floor(seconds / per_step)))
 
 
 def time_training_steps(trainer, repeats: int) -> list[float]:
@@ -75,12 +85,14 @@ def time_training_steps(trainer, repeats: int) -> list[float]:
     return times
 
 
-def fit_max_steps_to_budget(trainer, minutes: float) -> StepBudget:
+def fit_max_steps_to_budget(trainer, minutes: float, repeats: int = 4) -> StepBudget:
     """Lower ``trainer.args.max_steps`` to the steps that fit in ``minutes`` of training.
 
     One pass is timed first (it includes first-call costs, so it over-estimates); when
-    ``max_steps`` passes of that length fit, nothing more is timed. Otherwise two more passes are
-    timed and the faster one sets the step count. In a distributed run every rank adopts the
+    ``max_steps`` passes of that length fit, nothing more is timed. Otherwise ``repeats`` more
+    passes are timed and the fastest sets the step count (the first few passes after the first
+    are still slower than the loop settles to: on the clm demo the faster of two over-estimated the training
+    loop's own step by 15%). In a distributed run every rank adopts the
     smallest count, so all of them stop at the same step.
     """
     requested = trainer.args.max_steps
@@ -90,7 +102,7 @@ def fit_max_steps_to_budget(trainer, minutes: float) -> StepBudget:
     first = time_training_steps(trainer, 1)[0]
     per_step = first
     if steps_within(seconds, first, requested) < requested:
-        per_step = min(time_training_steps(trainer, 2))
+        per_step = min(time_training_steps(trainer, repeats))
     steps = steps_within(seconds, per_step, requested)
     if trainer.args.world_size > 1:
         local = torch.tensor([steps], device=trainer.args.device)

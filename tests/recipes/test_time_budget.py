@@ -32,7 +32,7 @@ def _trainer(tokenizer, tmp_path, max_steps: int) -> ObjectiveTrainer:
 
 @pytest.mark.parametrize(
     "seconds,per_step,max_steps,expected",
-    [(420.0, 1.3, 650, 307), (420.0, 0.5, 650, 650), (1.0, 30.0, 650, 1), (10.5, 1.0, 20, 10)],
+    [(420.0, 1.3, 650, 302), (420.0, 0.5, 650, 650), (1.0, 30.0, 650, 1), (10.8, 1.0, 20, 10)],
 )
 def test_steps_within(seconds, per_step, max_steps, expected):
     assert steps_within(seconds, per_step, max_steps) == expected
