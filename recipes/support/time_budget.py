@@ -24,7 +24,14 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["STEP_OVERHEAD", "STEP_FIXED_SECONDS", "StepBudget", "steps_within", "time_training_steps", "fit_max_steps_to_budget"]
+__all__ = [
+    "STEP_OVERHEAD",
+    "STEP_FIXED_SECONDS",
+    "StepBudget",
+    "steps_within",
+    "time_training_steps",
+    "fit_max_steps_to_budget",
+]
 
 #: What a training-loop step costs on top of the fastest timed forward + backward: a share
 #: (optimizer update, clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
