@@ -35,8 +35,9 @@ __all__ = [
 
 #: What a training-loop step costs on top of the fastest timed forward + backward: a share
 #: (optimizer update, clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
-#: the clm demo's 2-core machine the loop ran at 1.05 x pass + 25 ms for steps of 4, 8 and 32 rows
-#: (passes of 0.09, 0.18 and 1.35 s; ``benchmarks/demo_experiments.md``).
+#: the clm demo's 2-core machine the loop ran at about 1.05 x pass + 25 ms for steps of 4, 8 and 32
+#: rows (passes of 0.09, 0.18 and 1.35 s), between 1.0x and 1.14x that from run to run
+#: (``benchmarks/demo_experiments.md``, session 3).
 STEP_OVERHEAD = 1.05
 STEP_FIXED_SECONDS = 0.025
 
@@ -51,7 +52,7 @@ class StepBudget:
     steps: int
 
     def summary(self) -> str:
-        """One report line, e.g. ``7.0 min at 1.30 s/step: 302 of 650 steps``."""
+        """One report line, e.g. ``7 min at 1.30 s/step: 302 of 650 steps``."""
         return f"{self.minutes:g} min at {self.seconds_per_step:.2f} s/step: {self.steps} of {self.requested} steps"
 
 
