@@ -29,6 +29,7 @@ import torch
 from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
+from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
 from hf_lmobj.recipes.support.auxiliary_pretraining import (
     AuxiliaryArguments,
     build_pretraining_model,
@@ -56,8 +57,6 @@ from hf_lmobj.recipes.support.pretraining import (
     CAUSAL_OBJECTIVES,
     MASKED_OBJECTIVES,
     DataArguments,
-    target_token_accuracy,
-    unigram_entropy,
 )
 from hf_lmobj.recipes.support.time_budget import StepBudget, fit_max_steps_to_budget
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer

@@ -23,11 +23,10 @@ prefix-only figures). :func:`print_fim_comparison` prints the run beside a plain
 ``metrics.json`` (``fim_baseline_metrics``).
 
 Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> pieces = document_pieces(["a = 1\\nb = 2\\n"], tok, max_tokens=4)
-    >>> [tok.decode(p) for p in pieces["input_ids"]], pieces["text"]
-    (['<s>a = 1\\n', '<s>b = 2', '<s>\\n</s>'], ['a = 1\\n', 'b = 2', '\\n'])
+    >>> FimArguments(fim_rate=0.5).infill_cases  # a FIM run evaluates infilling by default
+    200
+    >>> FimArguments().infill_cases  # a plain run only when asked
+    0
 """
 
 from __future__ import annotations
@@ -39,28 +38,25 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_lmobj.collators._fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.dataset_packing import pack_dataset
+from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.collators.fim import fim_dataset
 from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
+from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
 from hf_lmobj.recipes.support.pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
 
 __all__ = [
     "DEFAULT_INFILL_CASES",
     "PIECE_SLACK",
     "FimArguments",
-    "piece_bounds",
-    "document_pieces",
     "prepare_fim_data",
     "prepare_pretraining_data",
     "validation_infilling",
     "infilling_metrics",
-    "best_infill",
-    "comparison_lines",
     "print_fim_comparison",
 ]
 
@@ -98,50 +94,6 @@ class FimArguments:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-
-
-def piece_bounds(clean: np.ndarray, max_tokens: int) -> list[int]:
-    """Token indices where pieces begin: every ``max_tokens`` tokens, moved back to a clean boundary.
-
-    ``clean[i]`` says that token ``i`` may begin a piece (it shares no character with token
-    ``i - 1``: a byte-level BPE can split one multi-byte character over two tokens).
-
-    >>> piece_bounds(np.array([True, True, True, False, True, True, True]), max_tokens=3)
-    [0, 2, 5]
-    """
-    bounds, begin, size = [0], 0, clean.size
-    while size - begin > max_tokens:
-        cut = begin + max_tokens
-        while cut > begin + 1 and not clean[cut]:
-            cut -= 1
-        bounds.append(cut)
-        begin = cut
-    return bounds
-
-
-def document_pieces(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_tokens: int) -> dict[str, list]:
-    """Each text's tokens cut into pieces of at most ``max_tokens`` (plus BOS / EOS), with each piece's text.
-
-    The pieces' tokens are the document's own, sliced at token boundaries (never inside a
-    character, read from the tokenizer's offsets), and their texts are the matching slices of the
-    text. Returns the columns ``input_ids`` (BOS + piece, + EOS for the last piece of a text) and
-    ``text``.
-    """
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}; raise max_length")
-    bos, eos = [tokenizer.bos_token_id], [tokenizer.eos_token_id]
-    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
-    out: dict[str, list] = {"input_ids": [], "text": []}
-    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
-        spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)  # (L, 2) characters of each token
-        clean = np.ones(len(ids), bool)  # (L,)
-        clean[1:] = spans[1:, 0] >= spans[:-1, 1]
-        bounds = [*piece_bounds(clean, max_tokens), len(ids)]
-        chars = [0, *(int(spans[b, 0]) for b in bounds[1:-1]), len(text)]
-        for i in range(len(bounds) - 1):
-            out["input_ids"].append(bos + ids[bounds[i] : bounds[i + 1]] + (eos if i == len(bounds) - 2 else []))
-            out["text"].append(text[chars[i] : chars[i + 1]])
-    return out
 
 
 def _pieces_dataset(split: datasets.Dataset, tokenizer, text_column: str, max_tokens: int) -> datasets.Dataset:
@@ -254,42 +206,6 @@ def infilling_metrics(
         metrics[f"validation_infill_{mode}_exact_match"] = result.exact_match
         metrics[f"validation_infill_{mode}_middle_bits_per_byte"] = result.middle_bits_per_byte
     return metrics
-
-
-def best_infill(metrics: dict[str, Any]) -> tuple[str, float] | None:
-    """The run's best single-line exact match and its mode (FIM modes first), or None.
-
-    >>> best_infill({"validation_infill_psm_exact_match": 0.4, "validation_infill_prefix_only_exact_match": 0.1})
-    ('psm', 0.4)
-    """
-    found = {m: metrics[f"validation_infill_{m}_exact_match"] for m in ("psm", "spm", "prefix_only")
-             if f"validation_infill_{m}_exact_match" in metrics}  # fmt: skip
-    if not found:
-        return None
-    mode = max(found, key=lambda m: (found[m], m != "prefix_only"))
-    return mode, found[mode]
-
-
-def comparison_lines(metrics: dict[str, Any], baseline: dict[str, Any], baseline_name: str = "plain CLM") -> list[str]:
-    """Rows of the FIM-vs-plain table: left-to-right bits per byte and single-line exact match.
-
-    >>> fim = {"validation_bits_per_byte": 1.7, "validation_infill_psm_exact_match": 0.4}
-    >>> plain = {"validation_bits_per_byte": 1.68, "validation_infill_prefix_only_exact_match": 0.1}
-    >>> for line in comparison_lines(fim, plain):
-    ...     print(line)
-    metric                                this run            plain CLM    ratio
-    left-to-right bits per byte              1.700                1.680    1.012
-    single-line infilling exact match        0.400 (psm)          0.100 (prefix_only)
-    """
-    lines = [f"{'metric':36s} {'this run':>9s} {'':8s} {baseline_name:>11s}    ratio"]
-    ours, theirs = metrics.get("validation_bits_per_byte"), baseline.get("validation_bits_per_byte")
-    if ours is not None and theirs is not None:
-        lines.append(f"{'left-to-right bits per byte':36s} {ours:9.3f} {'':8s} {theirs:11.3f}    {ours / theirs:.3f}")
-    mine, base = best_infill(metrics), best_infill(baseline)
-    if mine and base:
-        lines.append(f"{'single-line infilling exact match':36s} {mine[1]:9.3f} {f'({mine[0]})':8s} "
-                     f"{base[1]:11.3f} ({base[0]})")  # fmt: skip
-    return lines
 
 
 def print_fim_comparison(metrics: dict[str, Any], baseline_path: str | None) -> None:

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
-import numpy as np
-import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from hf_lmobj.collators._seeding import CollatorEpochCallback
+from hf_lmobj.collators.document_pieces import split_documents
 from hf_lmobj.corpus import tokenize_corpus
 
 __all__ = [
@@ -36,9 +35,6 @@ __all__ = [
     "ObjectiveData",
     "prepare_objective_data",
     "eval_subset",
-    "split_documents",
-    "target_token_accuracy",
-    "unigram_entropy",
 ]
 
 CAUSAL_OBJECTIVES = ("clm",)
@@ -225,65 +221,3 @@ def eval_subset(dataset: datasets.Dataset, rows: int | None) -> datasets.Dataset
     if rows is None or rows >= dataset.num_rows:
         return dataset
     return dataset.shuffle(seed=0).select(range(rows))
-
-
-def split_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Dataset:
-    """One row per piece: each document's ``input_ids`` cut into near-equal pieces of <= ``max_tokens``.
-
-    Equal cuts (rather than full pieces plus a remainder) keep every piece of a document of at
-    least 2 tokens at least 2 tokens long, as the denoisers need. No token is dropped.
-
-    Example:
-        >>> ds = datasets.Dataset.from_dict({"input_ids": [list(range(10)), [7]]})
-        >>> [len(row) for row in split_documents(ds, 4)["input_ids"]]
-        [3, 3, 4, 1]
-    """
-    if max_tokens <= 0:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-
-    def split(batch: dict[str, list]) -> dict[str, list]:
-        pieces = []
-        for ids in batch["input_ids"]:
-            count = max(-(-len(ids) // max_tokens), 1)
-            bounds = [len(ids) * i // count for i in range(count + 1)]
-            pieces += [ids[a:b] for a, b in zip(bounds, bounds[1:])]
-        return {"input_ids": pieces}
-
-    return dataset.map(split, batched=True, remove_columns=dataset.column_names, desc="split documents")
-
-
-@torch.no_grad()
-def target_token_accuracy(model: PreTrainedModel, dataset: datasets.Dataset, collator, batch_size: int = 16) -> float:
-    """Share of target (label != -100) positions whose argmax prediction is the label.
-
-    Masked LM: the selected positions, predicted from the corrupted input. Span corruption: every
-    target token (sentinels, span tokens, EOS), predicted under teacher forcing from the corrupted
-    input and the true target prefix. Batches are collated by ``collator`` (pass a fresh, seeded one
-    for comparable figures).
-    """
-    was_training = model.training
-    model.eval()
-    correct = total = 0
-    for start in range(0, dataset.num_rows, batch_size):
-        batch = collator([dataset[i] for i in range(start, min(start + batch_size, dataset.num_rows))])
-        batch = {k: v.to(model.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-        labels = batch.pop("labels")  # (B, T)
-        selected = labels != -100  # (B, T)
-        predictions = model(**batch).logits.argmax(-1)  # (B, T)
-        correct += int((predictions[selected] == labels[selected]).sum())
-        total += int(selected.sum())
-    model.train(was_training)
-    return correct / max(total, 1)
-
-
-def unigram_entropy(dataset: datasets.Dataset, column: str = "input_ids") -> float:
-    """Entropy (nats per token) of the token frequencies of ``dataset``: the loss of a model that ignores context.
-
-    Example:
-        >>> round(unigram_entropy(datasets.Dataset.from_dict({"input_ids": [[1, 2], [1, 1]]})), 4)  # 3/4, 1/4
-        0.5623
-    """
-    flat = dataset.with_format("arrow")[column].combine_chunks().flatten().to_numpy()
-    counts = np.bincount(flat)
-    p = counts[counts > 0] / flat.size
-    return float(-(p * np.log(p)).sum())

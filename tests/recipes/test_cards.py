@@ -17,7 +17,8 @@ import transformers
 from huggingface_hub import ModelCard
 from PIL import Image
 
-from hf_lmobj.recipes.support.cards import OBJECTIVES, plot_loss_curve, split_metrics, write_model_card
+from hf_lmobj.card_data import OBJECTIVES, split_metrics
+from hf_lmobj.recipes.support.cards import plot_loss_curve, write_model_card
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LOG_HISTORY = [{"step": s, "loss": 6.0 - s / 10, "learning_rate": 1e-3} for s in range(1, 21)] + [

@@ -10,9 +10,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_lmobj.collators._fim_format import fim_mode, fim_token_ids, undo_fim
+from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids
 from hf_lmobj.recipes.support.cards import write_model_card
-from hf_lmobj.recipes.support.fim_pretraining import FimArguments, document_pieces, infilling_metrics, prepare_fim_data
+from hf_lmobj.recipes.support.fim_pretraining import FimArguments, infilling_metrics, prepare_fim_data
 from hf_lmobj.recipes.support.models import ModelArguments, build_model
 from hf_lmobj.recipes.support.pretraining import DataArguments
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import datasets
 import pytest
 
+from hf_lmobj.corpus_functions import extract_functions
 from hf_lmobj.recipes.support.finetune_data import (
     IGNORE_INDEX,
     build_instruction_dataset,
     build_package_classification_dataset,
-    extract_functions,
     tokenize_classification,
     tokenize_instructions,
 )

@@ -1,0 +1,239 @@
+"""What a model card says, as data: each objective's description, the model-index results, versions.
+
+:func:`split_metrics` separates a run's evaluation results (loss, perplexity, bits per byte,
+accuracy, per split) from its run statistics; :func:`build_card_data` turns the results into the
+``huggingface_hub.ModelCardData`` whose YAML the Hub reads (library, license, datasets, tags, base
+model, ``model-index``). Rendering the README from the ``model_cards/`` templates and plotting the
+loss curve are the recipes' part (``hf_lmobj.recipes.support.cards``); everything here needs only
+``huggingface_hub``.
+
+Example:
+    >>> results, stats = split_metrics({"eval_loss": 2.0, "eval_runtime": 1.5})
+    >>> results, stats
+    ({'eval_loss': ('loss', 'Loss (nats per target token)', 'validation', 2.0)}, {'eval_runtime': 1.5})
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+__all__ = [
+    "FRAMEWORKS",
+    "ObjectiveSpec",
+    "OBJECTIVES",
+    "resolve_objective",
+    "split_metrics",
+    "framework_versions",
+    "format_value",
+    "hub_base_model",
+    "build_card_data",
+    "merge_foreign_card_data",
+]
+
+
+FRAMEWORKS = ("hf_lmobj", "torch", "transformers", "accelerate", "datasets", "peft", "huggingface_hub")
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """How one objective is described, evaluated and used; `template` names ``model_cards/<template>.md``."""
+
+    template: str
+    title: str
+    summary: str
+    task: str  # Hub task id of the model-index results
+    auto_class: str  # the transformers Auto class that loads the model
+    pipeline_tag: str | None = None  # a transformers pipeline that runs the model (None: transformers has none)
+
+
+_CAUSAL = "the model reads the true prefix under a causal mask and predicts each next token"
+
+
+OBJECTIVES: dict[str, ObjectiveSpec] = {
+    "clm": ObjectiveSpec("clm", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.",
+                         "text-generation", "AutoModelForCausalLM", "text-generation"),
+    "prefix_lm": ObjectiveSpec("clm", "Prefix language modeling (prefix-LM)",
+                               "Decoder-only; the prefix is attended bidirectionally and the model predicts "
+                               "each token of the continuation.", "text-generation", "AutoModelForCausalLM",
+                               "text-generation"),
+    "mlm": ObjectiveSpec("mlm", "Masked language modeling (MLM, BERT)",
+                         "Encoder-only; a fraction of the tokens is selected, most replaced by the mask token, "
+                         "some by a random token, some kept, and the model predicts the originals.",
+                         "fill-mask", "AutoModelForMaskedLM", "fill-mask"),
+    "span": ObjectiveSpec("span", "Span corruption (T5)",
+                          "Encoder-decoder; noise spans of the input are each replaced by one sentinel and the "
+                          "decoder emits every sentinel followed by the span it replaced.",
+                          "text2text-generation", "AutoModelForSeq2SeqLM"),
+    "ul2": ObjectiveSpec("span", "Mixture of denoisers (UL2)",
+                         "Encoder-decoder; a mixture of regular span corruption [R], sequential prefix-LM [S] "
+                         "and extreme corruption [X], each example tagged with its mode token.",
+                         "text2text-generation", "AutoModelForSeq2SeqLM"),
+    "bart": ObjectiveSpec("span", "Denoising autoencoder (BART)",
+                          "Encoder-decoder; the input is corrupted (text infilling with the mask token, "
+                          "sentence permutation) and the decoder reconstructs the original text.",
+                          "text2text-generation", "AutoModelForSeq2SeqLM"),
+    "sequence_classification": ObjectiveSpec(
+        "classifier", "Sequence classification (fine-tuned encoder)",
+        "A classification head on a pre-trained encoder, fine-tuned on labelled examples.",
+        "text-classification", "AutoModelForSequenceClassification", "text-classification"),
+}  # fmt: skip
+
+
+# Evaluation results that go into the model-index: base name -> (Hub metric type, display name).
+_RESULT_METRICS = {
+    "loss": ("loss", "Loss (nats per target token)"),
+    "perplexity": ("perplexity", "Perplexity"),
+    "bits_per_byte": ("bits_per_byte", "Bits per byte"),
+    "masked_accuracy": ("accuracy", "Masked-token accuracy"),
+    "accuracy": ("accuracy", "Accuracy"),
+}
+
+
+_SPLITS = {"eval_": "validation", "validation_": "validation", "test_": "test"}  # key prefix -> split
+
+
+# Suffixes of prefixed keys that are run statistics, not results (eval_runtime, eval_num_tokens, ...).
+_NOT_RESULTS = ("runtime", "per_second", "samples", "steps", "tokens", "bytes", "seen", "epoch",
+                "preparation_time", "flos")  # fmt: skip
+
+
+def resolve_objective(objective: str) -> ObjectiveSpec:
+    """The spec of an objective name (``clm``, ``prefix_lm``, ``mlm``, ``span``, ``ul2``, ``bart``).
+
+    >>> resolve_objective("ul2").template, resolve_objective("mlm").task
+    ('span', 'fill-mask')
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
+    return OBJECTIVES[objective]
+
+
+def _as_number(key: str, value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"metrics[{key!r}] must be a real number, got {type(value).__name__}: {value!r}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def split_metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, tuple[str, str, str, float]], dict[str, Any]]:
+    """Separate evaluation results (for the model-index) from run statistics.
+
+    A key is an evaluation result when, after an optional ``eval_`` / ``validation_`` / ``test_``
+    prefix (the split), it is a known metric (loss, perplexity, bits_per_byte, accuracy,
+    masked_accuracy), or when it has that prefix and is not a throughput / counter figure; ``loss``
+    only counts with a prefix (bare or ``train_`` losses are training statistics). Results map to
+    ``(metric type, display name, split, value)``.
+
+    >>> results, stats = split_metrics({"eval_perplexity": 9.5, "train_loss": 2.5, "eval_runtime": 1.0})
+    >>> results, stats
+    ({'eval_perplexity': ('perplexity', 'Perplexity', 'validation', 9.5)}, {'train_loss': 2.5, 'eval_runtime': 1.0})
+    """
+    results: dict[str, tuple[str, str, str, float]] = {}
+    stats: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if not isinstance(key, str):
+            raise TypeError(f"metrics keys must be str, got {key!r}")
+        value = _as_number(key, value)
+        prefix = next((p for p in _SPLITS if key.startswith(p)), "")
+        base = key[len(prefix) :]
+        known = base in _RESULT_METRICS and (prefix or base != "loss")
+        generic = prefix and not base.endswith(_NOT_RESULTS)
+        if known or generic:
+            metric_type, name = _RESULT_METRICS.get(base, (base, base.replace("_", " ").capitalize()))
+            results[key] = (metric_type, name, _SPLITS.get(prefix, "validation"), value)
+        else:
+            stats[key] = value
+    return results, stats
+
+
+def framework_versions(names: Sequence[str] = FRAMEWORKS) -> dict[str, str]:
+    """Installed versions of the libraries a run used (``"not installed"`` when absent).
+
+    >>> framework_versions(["hf_lmobj", "surely-not-a-package"])["surely-not-a-package"]
+    'not installed'
+    """
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def format_value(value: Any) -> str:
+    """A table-cell rendering: 6 significant digits for floats, thousands separators for ints.
+
+    >>> format_value(12.345678), format_value(3.0), format_value(1234567), format_value([1, 2])
+    ('12.3457', '3.0', '1,234,567', '[1, 2]')
+    """
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        text = f"{float(value):.6g}"
+        return text if not math.isfinite(value) or any(c in text for c in ".en") else f"{text}.0"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def hub_base_model(name_or_path: str | None) -> str | None:
+    """``name_or_path`` when it names a Hub model; None for None or a local folder (not a Hub reference).
+
+    >>> hub_base_model("google-t5/t5-small"), hub_base_model("."), hub_base_model(None)
+    ('google-t5/t5-small', None, None)
+    """
+    if name_or_path is None or Path(name_or_path).exists():
+        return None
+    return str(name_or_path)
+
+
+def build_card_data(spec: ObjectiveSpec, objective: str, results: Mapping[str, tuple], *, model_name: str,
+                    dataset_name: str, base_model: str | None, license: str) -> ModelCardData:  # fmt: skip
+    """The YAML metadata: library, license, datasets, tags, base model and the model-index.
+
+    ``pipeline_tag`` is set only where a transformers pipeline runs the model (transformers 5 has no
+    text2text-generation pipeline), and ``base_model`` only for a Hub id (:func:`hub_base_model`).
+    """
+    eval_results = [
+        EvalResult(task_type=spec.task, dataset_type=dataset_name, dataset_name=dataset_name,
+                   dataset_split=split, metric_type=metric_type, metric_name=name, metric_value=value)
+        for metric_type, name, split, value in results.values()
+    ]  # fmt: skip
+    return ModelCardData(
+        library_name="transformers",
+        license=license,
+        datasets=[dataset_name],
+        tags=["hf_lmobj", objective, spec.task],
+        base_model=hub_base_model(base_model),
+        pipeline_tag=spec.pipeline_tag,
+        model_name=model_name,
+        eval_results=eval_results or None,
+    )
+
+
+def merge_foreign_card_data(card_data: ModelCardData, readme: Path) -> ModelCardData:
+    """Keep what another library wrote into ``readme``'s metadata (PEFT's adapter card), beside ours.
+
+    Its ``library_name`` (``peft``) and tags stay, minus tags that name a local folder as base model;
+    its ``base_model`` is used when ours is unknown and it is a Hub id. A card written by an earlier
+    hf_lmobj run in the same folder is replaced, not merged.
+    """
+    if not readme.is_file():
+        return card_data
+    existing = ModelCard.load(readme).data
+    if "hf_lmobj" in (existing.tags or []):
+        return card_data
+    if existing.library_name:
+        card_data.library_name = existing.library_name
+    kept = [t for t in existing.tags or [] if not t.startswith("base_model:") or hub_base_model(t.split(":", 2)[-1])]
+    card_data.tags = list(dict.fromkeys([*kept, *(card_data.tags or [])]))
+    card_data.base_model = card_data.base_model or hub_base_model(existing.base_model)
+    return card_data

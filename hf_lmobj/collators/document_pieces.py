@@ -1,0 +1,94 @@
+"""Documents cut into pieces that fit a row: at clean token boundaries with each piece's text, or in equal parts.
+
+A document longer than a row is cut before it is transformed (FIM, denoising) so that each piece
+is transformed within one row and no transformed span crosses pieces. :func:`document_pieces`
+slices a text's own tokens at boundaries that split no character and keeps each piece's text (for
+character-level FIM cuts); :func:`split_documents` cuts token rows into near-equal parts (for the
+denoisers, which need pieces of at least 2 tokens). No token is dropped by either.
+
+Example:
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> pieces = document_pieces(["a = 1\\nb = 2\\n"], tok, max_tokens=4)
+    >>> [tok.decode(p) for p in pieces["input_ids"]], pieces["text"]
+    (['<s>a = 1\\n', '<s>b = 2', '<s>\\n</s>'], ['a = 1\\n', 'b = 2', '\\n'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import datasets
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+__all__ = ["piece_bounds", "document_pieces", "split_documents"]
+
+
+def piece_bounds(clean: np.ndarray, max_tokens: int) -> list[int]:
+    """Token indices where pieces begin: every ``max_tokens`` tokens, moved back to a clean boundary.
+
+    ``clean[i]`` says that token ``i`` may begin a piece (it shares no character with token
+    ``i - 1``: a byte-level BPE can split one multi-byte character over two tokens).
+
+    >>> piece_bounds(np.array([True, True, True, False, True, True, True]), max_tokens=3)
+    [0, 2, 5]
+    """
+    bounds, begin, size = [0], 0, clean.size
+    while size - begin > max_tokens:
+        cut = begin + max_tokens
+        while cut > begin + 1 and not clean[cut]:
+            cut -= 1
+        bounds.append(cut)
+        begin = cut
+    return bounds
+
+
+def document_pieces(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_tokens: int) -> dict[str, list]:
+    """Each text's tokens cut into pieces of at most ``max_tokens`` (plus BOS / EOS), with each piece's text.
+
+    The pieces' tokens are the document's own, sliced at token boundaries (never inside a
+    character, read from the tokenizer's offsets), and their texts are the matching slices of the
+    text. Returns the columns ``input_ids`` (BOS + piece, + EOS for the last piece of a text) and
+    ``text``.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}; raise max_length")
+    bos, eos = [tokenizer.bos_token_id], [tokenizer.eos_token_id]
+    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    out: dict[str, list] = {"input_ids": [], "text": []}
+    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
+        spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)  # (L, 2) characters of each token
+        clean = np.ones(len(ids), bool)  # (L,)
+        clean[1:] = spans[1:, 0] >= spans[:-1, 1]
+        bounds = [*piece_bounds(clean, max_tokens), len(ids)]
+        chars = [0, *(int(spans[b, 0]) for b in bounds[1:-1]), len(text)]
+        for i in range(len(bounds) - 1):
+            out["input_ids"].append(bos + ids[bounds[i] : bounds[i + 1]] + (eos if i == len(bounds) - 2 else []))
+            out["text"].append(text[chars[i] : chars[i + 1]])
+    return out
+
+
+def split_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Dataset:
+    """One row per piece: each document's ``input_ids`` cut into near-equal pieces of <= ``max_tokens``.
+
+    Equal cuts (rather than full pieces plus a remainder) keep every piece of a document of at
+    least 2 tokens at least 2 tokens long, as the denoisers need. No token is dropped.
+
+    Example:
+        >>> ds = datasets.Dataset.from_dict({"input_ids": [list(range(10)), [7]]})
+        >>> [len(row) for row in split_documents(ds, 4)["input_ids"]]
+        [3, 3, 4, 1]
+    """
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+
+    def split(batch: dict[str, list]) -> dict[str, list]:
+        pieces = []
+        for ids in batch["input_ids"]:
+            count = max(-(-len(ids) // max_tokens), 1)
+            bounds = [len(ids) * i // count for i in range(count + 1)]
+            pieces += [ids[a:b] for a, b in zip(bounds, bounds[1:])]
+        return {"input_ids": pieces}
+
+    return dataset.map(split, batched=True, remove_columns=dataset.column_names, desc="split documents")
