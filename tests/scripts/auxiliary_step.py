@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 import torch
-from distributed_step import build_model, sgd_args, stack_rows
+from distributed_step import TINY_ENCODER, build_model, sgd_args, stack_rows
 
 VOCAB, SEQ, NUM_ROWS, PAD, MASK = 64, 12, 8, 0, 1
 KINDS = ("mtp", "mtp_parallel", "electra")
@@ -34,18 +34,7 @@ def build_aux_model(kind: str, seed: int = 0) -> torch.nn.Module:
         architecture = "parallel" if kind == "mtp_parallel" else "sequential"
         config = MTPConfig(num_depths=2, architecture=architecture, loss_weight=0.5)
         return MultiTokenPredictionModel(build_model("causal", seed), config, seed=seed)
-    config = ElectraConfig(
-        vocab_size=VOCAB,
-        embedding_size=32,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        pad_token_id=PAD,
-    )
+    config = ElectraConfig(**TINY_ENCODER, embedding_size=32)
     return ElectraPretrainingModel.from_config(config, generator_fraction=0.25, seed=seed)
 
 

@@ -20,6 +20,18 @@ import torch
 
 VOCAB, SEQ, TARGET_SEQ, NUM_ROWS = 64, 10, 6, 8
 PAD, MASK, START = 0, 1, 0
+#: A 2-layer, width-32 BERT-style encoder without dropout (BERT here, ELECTRA in auxiliary_step.py).
+TINY_ENCODER = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 32,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "pad_token_id": PAD,
+}
 
 
 def build_model(objective: str, seed: int = 0) -> torch.nn.Module:
@@ -50,18 +62,7 @@ def build_model(objective: str, seed: int = 0) -> torch.nn.Module:
         )
         return GPT2LMHeadModel(cfg)
     if objective == "masked":
-        cfg = BertConfig(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=32,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-            pad_token_id=PAD,
-        )
-        return BertForMaskedLM(cfg)
+        return BertForMaskedLM(BertConfig(**TINY_ENCODER))
     cfg = T5Config(
         vocab_size=VOCAB,
         d_model=32,
