@@ -37,8 +37,11 @@ from hf_lmobj.trainer import (
     ElectraPretrainingModel,
     MTPConfig,
     MultiTokenPredictionModel,
+    MuonAdamW,
+    MuonAdamWFactory,
     ObjectiveTrainer,
     make_compute_loss_func,
+    muon_param_groups,
 )
 
 __version__ = "0.1.0"
@@ -71,6 +74,9 @@ __all__ = [
     "MultiTokenPredictionModel",
     "ElectraPretrainingConfig",
     "ElectraPretrainingModel",
+    "MuonAdamW",
+    "MuonAdamWFactory",
+    "muon_param_groups",
     # generation
     "SamplingLogitsProcessor",
     "sampling_generate_kwargs",

@@ -2,7 +2,9 @@
 
 :mod:`.objective_trainer` (the Trainer and ``make_compute_loss_func``), :mod:`.objectives` (which
 objective a model trains, its targets and counts, head capture), :mod:`.sharding` (FSDP2 / DTensor
-helpers), :mod:`.mtp`, :mod:`.electra` and :mod:`.auxiliary` (``AuxiliaryObjectiveTrainer``).
+helpers), :mod:`.mtp`, :mod:`.electra` and :mod:`.auxiliary` (``AuxiliaryObjectiveTrainer``), and
+:mod:`.muon` (``MuonAdamW``: Muon for the hidden matrices, AdamW for the rest, through the Trainer's
+optimizer-factory hook).
 
 Example:
     >>> from hf_lmobj.trainer import ObjectiveTrainer, make_compute_loss_func
@@ -13,6 +15,7 @@ Example:
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
+from hf_lmobj.trainer.muon import MuonAdamW, MuonAdamWFactory, muon_param_groups
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
 
 __all__ = [
@@ -23,4 +26,7 @@ __all__ = [
     "MultiTokenPredictionModel",
     "ElectraPretrainingConfig",
     "ElectraPretrainingModel",
+    "MuonAdamW",
+    "MuonAdamWFactory",
+    "muon_param_groups",
 ]
