@@ -3,7 +3,8 @@
 Each case builds a model with ``hf_lmobj.recipes.support.models.build_model``, packs synthetic documents (lengths
 drawn like the stdlib corpus's files, about 5,000 tokens on average) with
 ``DataCollatorForCausalLM(packing=True)`` and times optimizer steps of the loss the demo trains
-(``ObjectiveTrainer.compute_loss``: chunked linear cross-entropy) plus AdamW, after warm-up steps.
+(``ObjectiveTrainer.compute_loss``: chunked linear cross-entropy) plus AdamW (or Muon + AdamW: the ``_muon``
+cases), after warm-up steps.
 
     python benchmarks/demo_throughput.py                         # the default cases
     python benchmarks/demo_throughput.py --cases w128_t256 w128_t1024 --threads 1 2 --steps 6
@@ -26,6 +27,7 @@ from transformers import TrainingArguments
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.recipes.support.models import ModelArguments, build_model
+from hf_lmobj.trainer.muon import MuonAdamW, muon_param_groups
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
@@ -43,6 +45,7 @@ class Case:
     packing: bool = True  # False: rows are plain causal windows (no per-document mask)
     compile: bool = False
     bf16: bool = False
+    muon: bool = False  # Muon for the blocks' matrices + AdamW for the rest (hf_lmobj.trainer.muon)
 
 
 CASES = {
@@ -52,6 +55,13 @@ CASES = {
     "w96_l3_t256": Case(96, 3, 2, 256, 32),
     "w64_t256": Case(64, 4, 2, 256, 32),
     "w64_t256_r8": Case(64, 4, 2, 256, 8),  # the clm demo since session 3
+    "w64_t256_r8_muon": Case(64, 4, 2, 256, 8, muon=True),
+    "w96_t256_r8_muon": Case(96, 4, 2, 256, 8, muon=True),
+    "w64_t256_r8_v2048": Case(64, 4, 2, 256, 8, vocab=2048),
+    "w64_t256_r8_v3072": Case(64, 4, 2, 256, 8, vocab=3072),
+    "w96_t256_r8": Case(96, 4, 2, 256, 8),
+    "w96_t256_r8_v2048": Case(96, 4, 2, 256, 8, vocab=2048),
+    "w64_l6_t256_r8_v2048": Case(64, 6, 2, 256, 8, vocab=2048),
     "w128_t512": Case(128, 4, 2, 512, 16),
     "w128_t1024": Case(128, 4, 2, 1024, 8),
     "w128_t1024_nomask": Case(128, 4, 2, 1024, 8, packing=False),
@@ -109,8 +119,11 @@ def time_case(case: Case, threads: int, steps: int, warmup: int) -> tuple[float,
         args = TrainingArguments(output_dir=tmp, use_cpu=True, report_to="none")
         trainer = ObjectiveTrainer(model=model, args=args, data_collator=collator)
     forward = torch.compile(model) if case.compile else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=False)
-    documents = synthetic_features(case.vocab, per_step * 2, seed=1)
+    if case.muon:
+        optimizer = MuonAdamW(muon_param_groups(model, 0.1), lr=1e-3)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=False)
+    documents = synthetic_features(case.vocab, max(per_step * 4, 40_000), seed=1)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if case.bf16 else contextlib.nullcontext()
     elapsed = cpu = first = 0.0
     for step in range(warmup + steps):

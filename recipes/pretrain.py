@@ -9,8 +9,9 @@ DeepSpeed, chosen by the accelerate config alone.
     python recipes/pretrain.py --config recipes/configs/clm/demo.yaml --max_steps 3 --output_dir out/quick
 
 Any ``TrainingArguments`` field, and every field of ``DataArguments`` / ``ModelArguments`` /
-``AuxiliaryArguments`` / ``FimArguments`` / ``ReportArguments``, can be set in the YAML file or
-overridden on the command line. The run writes the model (safetensors), the tokenizer, ``metrics.json``,
+``AuxiliaryArguments`` / ``FimArguments`` / ``ReportArguments`` / ``RuntimeArguments`` /
+``OptimizerArguments`` (``--optimizer muon``: Muon for the blocks' matrices), can be set in the YAML
+file or overridden on the command line. The run writes the model (safetensors), the tokenizer, ``metrics.json``,
 ``loss_curve.png`` and ``README.md`` (the model card) into ``--output_dir``. The printed report ends
 with, for clm, bits per byte of the validation text beside a Kneser-Ney n-gram model of the same
 training tokens and zlib / bz2 / xz; for mlm and span, eval_loss beside the unigram entropy of the
@@ -43,6 +44,7 @@ from hf_lmobj.recipes.support.fim_pretraining import (
     validation_infilling,
 )
 from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
 from hf_lmobj.recipes.support.phase_timer import PhaseTimer
 from hf_lmobj.recipes.support.pretrain_report import (
     PretrainRun,
@@ -66,18 +68,21 @@ __all__ = ["ReportArguments", "main", "baseline_key"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    data_args, model_args, aux_args, fim_args, report_args, runtime_args, train_args = parse_args_with_config(
-        (
-            DataArguments,
-            ModelArguments,
-            AuxiliaryArguments,
-            FimArguments,
-            ReportArguments,
-            RuntimeArguments,
-            TrainingArguments,
-        ),
-        cpu_aware_argv(argv),
-        description=__doc__,
+    data_args, model_args, aux_args, fim_args, report_args, runtime_args, optimizer_args, train_args = (
+        parse_args_with_config(
+            (
+                DataArguments,
+                ModelArguments,
+                AuxiliaryArguments,
+                FimArguments,
+                ReportArguments,
+                RuntimeArguments,
+                OptimizerArguments,
+                TrainingArguments,
+            ),
+            cpu_aware_argv(argv),
+            description=__doc__,
+        )
     )
     timer = PhaseTimer()
     threads = _thread_control(runtime_args)
@@ -110,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         data_collator=data.collator,
         train_dataset=data.train_dataset,
         eval_dataset=data.eval_dataset,
+        optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(optimizer_args, train_args),
     )
     with timer.phase("training"):
         budget = _fit_to_budget(trainer, runtime_args, threads)

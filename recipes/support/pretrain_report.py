@@ -173,6 +173,7 @@ def _write_card(run: PretrainRun, metrics: dict, output: Path) -> None:
     trainer = run.trainer
     hyperparameters = {
         **run.data.hyperparameters,
+        "optimizer": type(getattr(trainer.optimizer, "optimizer", trainer.optimizer)).__name__,  # unwrapped
         "learning_rate": trainer.args.learning_rate,
         "max_steps": trainer.state.max_steps,
         "per_device_train_batch_size": trainer.args.per_device_train_batch_size,

@@ -3,7 +3,8 @@
 A demo that must end within minutes on machines whose speed differs several-fold (the 2-core
 project machine ran the clm demo's step at 0.8 s one day and 1.4 s another) cannot fix its step
 count in advance. :func:`fit_max_steps_to_budget` times forward + backward passes of the trainer's
-own model on its first training batch before ``train()`` and lowers ``args.max_steps`` to the steps
+own model on its first training batch, and an update of the optimizer the Trainer will build (on a
+twin model), before ``train()`` and lowers ``args.max_steps`` to the steps
 that fit, so the learning-rate schedule (warmup, cosine decay to the end) is built for the steps
 that will really run. ``max_steps`` stays an upper bound: a budget never adds steps. The timing
 runs under ``torch.random.fork_rng`` and leaves no gradient behind, so the run that follows is the
@@ -18,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -30,11 +32,12 @@ __all__ = [
     "StepBudget",
     "steps_within",
     "time_training_steps",
+    "time_optimizer_step",
     "fit_max_steps_to_budget",
 ]
 
-#: What a training-loop step costs on top of the fastest timed forward + backward: a share
-#: (optimizer update, clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
+#: What a training-loop step costs on top of the fastest timed forward + backward + optimizer update: a
+#: share (clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
 #: the clm demo's 2-core machine the loop ran at about 1.05 x pass + 25 ms for steps of 4, 8 and 32
 #: rows (passes of 0.09, 0.18 and 1.35 s), between 1.0x and 1.14x that from run to run
 #: (``benchmarks/demo_experiments.md``, session 3).
@@ -93,6 +96,29 @@ def time_training_steps(trainer, repeats: int) -> list[float]:
     return times
 
 
+def time_optimizer_step(trainer, repeats: int = 3) -> float:
+    """Seconds of the fastest of ``repeats`` updates by the optimizer the Trainer will build, on a twin model.
+
+    The twin (a deep copy with zero gradients) takes the updates; ``trainer.model`` and
+    ``trainer.optimizer`` are left as they were. A Muon update (Newton-Schulz on every matrix) costs
+    several times an AdamW one, so the budget times the run's own.
+    """
+    saved = trainer.optimizer
+    twin = copy.deepcopy(trainer.model)
+    for param in twin.parameters():
+        param.grad = torch.zeros_like(param) if param.requires_grad else None
+    try:
+        optimizer = trainer.create_optimizer(twin)
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            optimizer.step()
+            times.append(time.perf_counter() - started)
+    finally:
+        trainer.optimizer = saved
+    return min(times)
+
+
 def fit_max_steps_to_budget(trainer, minutes: float, repeats: int = 4) -> StepBudget:
     """Lower ``trainer.args.max_steps`` to the steps that fit in ``minutes`` of training.
 
@@ -107,10 +133,11 @@ def fit_max_steps_to_budget(trainer, minutes: float, repeats: int = 4) -> StepBu
     if requested <= 0:
         raise ValueError("max_train_minutes needs max_steps > 0 (the most steps the budget may keep)")
     seconds = minutes * 60.0
-    first = time_training_steps(trainer, 1)[0]
+    update = time_optimizer_step(trainer)
+    first = time_training_steps(trainer, 1)[0] + update
     per_step = first
     if steps_within(seconds, first, requested) < requested:
-        per_step = min(time_training_steps(trainer, repeats))
+        per_step = min(time_training_steps(trainer, repeats)) + update
     steps = steps_within(seconds, per_step, requested)
     if trainer.args.world_size > 1:
         local = torch.tensor([steps], device=trainer.args.device)

@@ -10,12 +10,14 @@ from hf_lmobj.recipes.support.time_budget import (
     StepBudget,
     fit_max_steps_to_budget,
     steps_within,
+    time_optimizer_step,
     time_training_steps,
 )
+from hf_lmobj.trainer.muon import MuonAdamW, MuonAdamWFactory
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
-def _trainer(tokenizer, tmp_path, max_steps: int) -> ObjectiveTrainer:
+def _trainer(tokenizer, tmp_path, max_steps: int, muon: bool = False) -> ObjectiveTrainer:
     torch.manual_seed(7)
     config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=1, n_head=2, n_positions=64)
     rows = [{"input_ids": torch.randint(300, len(tokenizer), (40,)).tolist()} for _ in range(16)]
@@ -27,6 +29,7 @@ def _trainer(tokenizer, tmp_path, max_steps: int) -> ObjectiveTrainer:
     return ObjectiveTrainer(
         model=GPT2LMHeadModel(config), args=args, train_dataset=rows,
         data_collator=DataCollatorForCausalLM(tokenizer=tokenizer, max_length=40),
+        optimizer_cls_and_kwargs=(MuonAdamWFactory, {"lr": 1e-2}) if muon else None,
     )  # fmt: skip
 
 
@@ -49,12 +52,25 @@ def test_timing_leaves_rng_parameters_and_gradients_alone(tokenizer, tmp_path, o
         assert torch.equal(p, before[name]) and p.grad is None, name
 
 
-def test_a_budget_run_is_the_run_with_that_max_steps(tokenizer, tmp_path, one_torch_thread):
-    budgeted = _trainer(tokenizer, tmp_path / "a", max_steps=3)
+@pytest.mark.parametrize("muon", [False, True])
+def test_timing_the_optimizer_leaves_trainer_and_model_alone(tokenizer, tmp_path, one_torch_thread, muon):
+    trainer = _trainer(tokenizer, tmp_path, max_steps=2, muon=muon)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    assert time_optimizer_step(trainer) > 0
+    assert trainer.optimizer is None  # built again, fresh, by train()
+    for name, p in trainer.model.named_parameters():
+        assert torch.equal(p, before[name]) and p.grad is None, name
+    trainer.train()
+    assert isinstance(trainer.optimizer.optimizer, MuonAdamW) == muon
+
+
+@pytest.mark.parametrize("muon", [False, True])
+def test_a_budget_run_is_the_run_with_that_max_steps(tokenizer, tmp_path, one_torch_thread, muon):
+    budgeted = _trainer(tokenizer, tmp_path / "a", max_steps=3, muon=muon)
     budget = fit_max_steps_to_budget(budgeted, minutes=60.0)  # binds nowhere: all 3 steps fit
     assert budget == StepBudget(60.0, budget.seconds_per_step, 3, 3) and budgeted.args.max_steps == 3
     budgeted.train()
-    direct = _trainer(tokenizer, tmp_path / "b", max_steps=3)
+    direct = _trainer(tokenizer, tmp_path / "b", max_steps=3, muon=muon)
     direct.train()
     for (name, p), q in zip(budgeted.model.named_parameters(), direct.model.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)
