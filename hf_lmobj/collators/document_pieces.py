@@ -11,7 +11,7 @@ Example:
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> pieces = document_pieces(["a = 1\\nb = 2\\n"], tok, max_tokens=4)
     >>> [tok.decode(p) for p in pieces["input_ids"]], pieces["text"]
-    (['<s>a = 1\\n', '<s>b = 2', '<s>\\n</s>'], ['a = 1\\n', 'b = 2', '\\n'])
+    (['<s>a = 1\\n', 'b = 2', '\\n</s>'], ['a = 1\\n', 'b = 2', '\\n'])
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def document_pieces(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, ma
 
     The pieces' tokens are the document's own, sliced at token boundaries (never inside a
     character, read from the tokenizer's offsets), and their texts are the matching slices of the
-    text. Returns the columns ``input_ids`` (BOS + piece, + EOS for the last piece of a text) and
-    ``text``.
+    text. Returns the columns ``input_ids`` (the piece's tokens, BOS first in a text's first piece and
+    EOS last in its last, as the text is framed in plain causal training) and ``text``.
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}; raise max_length")
@@ -64,7 +64,8 @@ def document_pieces(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, ma
         bounds = [*piece_bounds(clean, max_tokens), len(ids)]
         chars = [0, *(int(spans[b, 0]) for b in bounds[1:-1]), len(text)]
         for i in range(len(bounds) - 1):
-            out["input_ids"].append(bos + ids[bounds[i] : bounds[i + 1]] + (eos if i == len(bounds) - 2 else []))
+            head, tail = bos if i == 0 else [], eos if i == len(bounds) - 2 else []
+            out["input_ids"].append(head + ids[bounds[i] : bounds[i + 1]] + tail)
             out["text"].append(text[chars[i] : chars[i + 1]])
     return out
 
