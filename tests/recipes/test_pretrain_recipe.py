@@ -22,6 +22,7 @@ from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
 from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
 from hf_lmobj.recipes.support.fim_pretraining import FimArguments
 from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.optimizers import OptimizerArguments
 from hf_lmobj.recipes.support.pretraining import DataArguments
 from tests.testing_utils import CONFIGS, QUICK, load_recipe
 
@@ -33,7 +34,7 @@ PRETRAIN_CONFIGS = [c for c in CONFIGS if re.search(r"^objective:", c.read_text(
 @pytest.mark.parametrize("config", PRETRAIN_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_config_parses_and_names_its_objective(config):
     recipe = load_recipe()
-    data, model, aux, fim, report, runtime, train = parse_args_with_config(
+    data, model, aux, fim, report, runtime, optimizer, train = parse_args_with_config(
         (
             DataArguments,
             ModelArguments,
@@ -41,11 +42,13 @@ def test_every_shipped_config_parses_and_names_its_objective(config):
             FimArguments,
             recipe.ReportArguments,
             RuntimeArguments,
+            OptimizerArguments,
             TrainingArguments,
         ),
         ["--config", str(config)],
     )
     assert (fim.fim_rate > 0) == (config.name == "fim_demo.yaml")  # FIM only where the config says so
+    assert (optimizer.optimizer == "muon") == (config.name in ("demo.yaml", "fim_demo.yaml"))
     folder_objectives = {"clm": {"clm"}, "mlm": {"mlm"}, "span": {"span", "ul2"}}
     assert data.objective in folder_objectives[config.parent.name]
     assert train.output_dir and train.max_steps > 0
