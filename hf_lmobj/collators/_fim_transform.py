@@ -16,6 +16,12 @@ Where the cuts fall (``fim_level``):
   sample is decoded, cut at characters and re-encoded (``permute_char_level``). It needs the
   document's text (the ``text`` column, or ``text_column=``). The text is preserved exactly; the
   tokens may differ from the document's own only where a cut splits a token or a word.
+* ``"line"``: uniformly over the document's *line starts* (position 0, every position after a
+  ``"\\n"``, and the end): prefix, middle and suffix are whole lines, encoded on their own like
+  ``"char"``. It matches line-based infilling (single- and multi-line, where the middle starts with
+  its indentation after a prefix ending in a newline), which a small model trained on character
+  cuts, mostly mid-word, rarely sees (``benchmarks/fim_experiments.md``). Needs the text, like
+  ``"char"``.
 * ``"token"``: uniformly over the document's tokens; the pieces are slices of ``input_ids``, so the
   document's tokens are preserved exactly (apart from the sentinels and the end-of-middle EOS).
 
@@ -57,17 +63,18 @@ from hf_lmobj.collators._features import token_ids
 from hf_lmobj.collators._fim_format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
 from hf_lmobj.collators._seeding import example_seeds
 
-__all__ = ["FIM_LEVELS", "FimDraw", "draw_fim", "check_rate", "FimTransform"]
+__all__ = ["FIM_LEVELS", "FimDraw", "draw_fim", "line_starts", "check_rate", "FimTransform"]
 
-FIM_LEVELS = ("char", "token")
+FIM_LEVELS = ("char", "line", "token")
+TEXT_LEVELS = ("char", "line")  # levels that cut the document's text (and re-encode the pieces)
 
 
 @dataclass(frozen=True)
 class FimDraw:
     """One document's draw: whether it is FIM'd, in which order, and where its middle lies.
 
-    ``start`` / ``end`` bound the middle in the document's characters (``"char"``) or content
-    tokens (``"token"``): prefix ``[0, start)``, middle ``[start, end)``, suffix ``[end, length)``.
+    ``start`` / ``end`` bound the middle in the document's characters (``"char"``, ``"line"``) or
+    content tokens (``"token"``): prefix ``[0, start)``, middle ``[start, end)``, suffix ``[end, length)``.
     """
 
     apply: bool
@@ -97,6 +104,16 @@ def draw_fim(length: int, fim_rate: float, spm_rate: float, generator: torch.Gen
     return FimDraw(True, float(u[1]) < spm_rate, int(cuts[0]), int(cuts[1]))
 
 
+def line_starts(text: str) -> list[int]:
+    """Character positions where a line-level cut may fall: 0, after every newline, and the end.
+
+    >>> line_starts("a\\nbc\\n"), line_starts("a\\nbc"), line_starts("")
+    ([0, 2, 5], [0, 2, 4], [0])
+    """
+    starts = [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
+    return starts if starts[-1] == len(text) else [*starts, len(text)]
+
+
 def check_rate(name: str, value: Any) -> float:
     """A probability in [0, 1], or a ValueError naming the field.
 
@@ -118,7 +135,8 @@ class FimTransform:
         tokenizer: must hold the FIM tokens (looked up by name) and an EOS (the end-of-middle token).
         fim_rate: share of documents transformed (StarCoder 0.5, Code Llama 0.9).
         spm_rate: share of the transformed documents laid out SPM rather than PSM (StarCoder 0.5).
-        fim_level: ``"char"`` (cuts between characters, needs the text) or ``"token"`` (between tokens).
+        fim_level: ``"char"`` (cuts between characters, needs the text), ``"line"`` (at line starts,
+            needs the text) or ``"token"`` (between tokens).
         fim_tokens: the sentinels' names (StarCoder's by default).
         text_column: the feature key holding each document's text (``"char"`` level).
     """
@@ -149,7 +167,7 @@ class FimTransform:
         if not draw.apply:
             return array.tolist()
         pieces = self._pieces(content, text, draw, 0)
-        if self.fim_level == "char":
+        if self.fim_level in TEXT_LEVELS:
             pieces = self._encode(pieces)
         return self._assemble(head, pieces, draw.spm)
 
@@ -166,13 +184,12 @@ class FimTransform:
             array = token_ids(feature, index, self._vocab_size)  # (L,) checked
             head, content = self._split_specials(array, index)
             generator = torch.Generator().manual_seed(seeds[index])
-            length = len(self._text(feature, index)) if self.fim_level == "char" else content.size
-            draw = draw_fim(length, self.fim_rate, self.spm_rate, generator)
+            draw = self._draw(feature, content, index, generator)
             if not draw.apply:
                 plans.append(array.tolist())
                 continue
             pieces = self._pieces(content, feature.get(self.text_column), draw, index)
-            if self.fim_level == "char":  # encoded below, all documents' pieces in one call
+            if self.fim_level in TEXT_LEVELS:  # encoded below, all documents' pieces in one call
                 texts.extend(pieces)
                 pieces = len(texts) - 3
             plans.append((head, pieces, draw.spm))
@@ -189,6 +206,17 @@ class FimTransform:
         return out
 
     # ----------------------------------------------------------------------------- pieces
+    def _draw(self, feature: Mapping[str, Any], content: np.ndarray, index: int, generator: torch.Generator) -> FimDraw:
+        """One document's draw, its cuts in characters (``"char"``, ``"line"``) or tokens (``"token"``)."""
+        if self.fim_level == "token":
+            return draw_fim(content.size, self.fim_rate, self.spm_rate, generator)
+        text = self._text(feature, index)
+        if self.fim_level == "char":
+            return draw_fim(len(text), self.fim_rate, self.spm_rate, generator)
+        starts = line_starts(text)  # the cuts are drawn among these
+        draw = draw_fim(len(starts) - 1, self.fim_rate, self.spm_rate, generator)
+        return FimDraw(True, draw.spm, starts[draw.start], starts[draw.end]) if draw.apply else draw
+
     def _split_specials(self, array: np.ndarray, index: int) -> tuple[list[int], np.ndarray]:
         """(``[BOS]`` or ``[]``, the content between a leading BOS and a trailing EOS)."""
         if np.isin(array, self._sentinels).any():
@@ -207,15 +235,15 @@ class FimTransform:
         if not isinstance(text, str):
             got = "no such key" if text is None else f"a {type(text).__name__}"
             raise ValueError(
-                f"feature {index}: fim_level='char' cuts between characters and needs the document's "
-                f"text in feature[{self.text_column!r}] ({got}); keep the text column (a Trainer drops it "
+                f"feature {index}: fim_level={self.fim_level!r} cuts the document's text and needs it "
+                f"in feature[{self.text_column!r}] ({got}); keep the text column (a Trainer drops it "
                 "unless remove_unused_columns=False), set text_column=<key>, or use fim_level='token'"
             )
         return text
 
     def _pieces(self, content: np.ndarray, text: Any, draw: FimDraw, index: int) -> list[Any]:
-        """(prefix, middle, suffix) as strings (char level) or token lists (token level)."""
-        if self.fim_level == "char":
+        """(prefix, middle, suffix) as strings (char and line levels) or token lists (token level)."""
+        if self.fim_level in TEXT_LEVELS:
             text = self._text({self.text_column: text}, index)
             return [text[: draw.start], text[draw.start : draw.end], text[draw.end :]]
         tokens = content.tolist()

@@ -42,7 +42,7 @@ from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators._features import check_feature_mapping
 from hf_lmobj.collators._fim_format import FimTokens
-from hf_lmobj.collators._fim_transform import FimTransform
+from hf_lmobj.collators._fim_transform import TEXT_LEVELS, FimTransform
 from hf_lmobj.collators._seeding import INDEX_KEYS, resolve_seed
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.validation import check_return_tensors
@@ -61,8 +61,9 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
         tokenizer: holds the FIM tokens (``build_tokenizer`` adds StarCoder's) and an EOS.
         fim_rate: share of documents transformed, in [0, 1] (0.5 as StarCoder; Code Llama 0.9).
         spm_rate: share of transformed documents in SPM order, in [0, 1] (0.5 as StarCoder).
-        fim_level: ``"char"`` (default; cuts between characters, needs each feature's text) or
-            ``"token"`` (cuts between tokens, keeps the document's tokens exactly).
+        fim_level: ``"char"`` (default; cuts between characters, needs each feature's text),
+            ``"line"`` (cuts at line starts: whole-line middles; needs the text) or ``"token"`` (cuts
+            between tokens, keeps the document's tokens exactly).
         seed: cuts depend only on (seed, epoch, example); None draws a fresh seed per call.
         fim_tokens: names of the sentinel tokens (StarCoder's by default).
         text_column: the feature key holding the document's text.
@@ -196,9 +197,9 @@ def fim_dataset(
     columns = list(dataset.column_names or [])
     if columns and "input_ids" not in columns:
         raise ValueError(f"dataset has no 'input_ids' column (columns: {columns}); tokenize it first")
-    if columns and fim_level == "char" and text_column not in columns:
+    if columns and fim_level in TEXT_LEVELS and text_column not in columns:
         raise ValueError(
-            f"dataset has no {text_column!r} column (columns: {columns}); fim_level='char' needs each "
+            f"dataset has no {text_column!r} column (columns: {columns}); fim_level={fim_level!r} needs each "
             "document's text: keep it when tokenizing, set text_column=<column>, or use fim_level='token'"
         )
     if "labels" in columns or "position_ids" in columns:

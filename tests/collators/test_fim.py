@@ -171,6 +171,36 @@ def test_character_level_rate_and_cuts_uniform_over_characters(tokenizer, ids):
     assert abs(np.mean(starts) - 1 / 3) < 0.03 and abs(np.mean(ends) - 2 / 3) < 0.03
 
 
+def test_line_level_cuts_fall_at_line_starts_uniformly_over_lines(tokenizer, ids):
+    rng = np.random.default_rng(2)
+    lines = ["    return x\n", "def f(a):\n", "\n", "    y = é中文\n", "        pass\n"]
+    texts = ["".join(rng.choice(lines, size=rng.integers(6, 14))) for _ in range(800)]
+    docs = [{**_doc(tokenizer, t), "idx": i} for i, t in enumerate(texts)]
+    out = FimTransform(tokenizer, fim_rate=1.0, spm_rate=0.0, fim_level="line")(docs, seed=0)
+    starts, ends = [], []
+    for text, o in zip(texts, out):
+        prefix = tokenizer.decode(o[o.index(ids.prefix) + 1 : o.index(ids.suffix)])
+        middle = tokenizer.decode(o[o.index(ids.middle) + 1 : -1])
+        suffix = tokenizer.decode(o[o.index(ids.suffix) + 1 : o.index(ids.middle)])
+        assert prefix + middle + suffix == text  # the text exactly: pieces encoded on their own
+        assert all(piece == "" or piece.endswith("\n") for piece in (prefix, middle))  # whole lines
+        count = text.count("\n")
+        starts.append(prefix.count("\n") / count)
+        ends.append((prefix + middle).count("\n") / count)
+    # two sorted uniform cuts over the line starts: means 1/3 and 2/3 of the lines
+    assert abs(np.mean(starts) - 1 / 3) < 0.03 and abs(np.mean(ends) - 2 / 3) < 0.03
+
+
+def test_line_level_hand_worked_and_without_final_newline(tokenizer, ids):
+    fim = FimTransform(tokenizer, fim_rate=1.0, spm_rate=0.0, fim_level="line")
+    text = "a = 1\nb = 2\nc"  # line starts 0, 6, 12 and the end 13
+    generator = torch.Generator().manual_seed(0)
+    draw = fim._draw({"text": text}, np.array([]), 0, generator)
+    assert draw.apply and {draw.start, draw.end} <= {0, 6, 12, 13}
+    out = fim.permute(_doc(tokenizer, text)["input_ids"], text, FimDraw(True, False, 6, 12))
+    assert tokenizer.decode(out) == "<s><fim_prefix>a = 1\n<fim_suffix>c<fim_middle>b = 2\n</s>"
+
+
 # ----------------------------------------------------------------------------- reconstruction
 def test_undoing_the_permutation_gives_the_original_document(tokenizer, corpus, ids):
     texts = [t[:400] for t in corpus["validation"]["text"][:6]] + ["", "x", "é中文 ☃\n"]
@@ -178,10 +208,12 @@ def test_undoing_the_permutation_gives_the_original_document(tokenizer, corpus, 
     eos = tokenizer.eos_token_id
     for spm_rate in (0.0, 1.0):
         char = FimTransform(tokenizer, fim_rate=1.0, spm_rate=spm_rate)
+        line = FimTransform(tokenizer, fim_rate=1.0, spm_rate=spm_rate, fim_level="line")
         token = FimTransform(tokenizer, fim_rate=1.0, spm_rate=spm_rate, fim_level="token")
         for epoch in range(3):
-            for doc, out in zip(docs, char(docs, seed=1, epoch=epoch)):
+            for doc, out, by_line in zip(docs, char(docs, seed=1, epoch=epoch), line(docs, seed=1, epoch=epoch)):
                 assert tokenizer.decode(undo_fim(out, ids, eos)) == tokenizer.decode(doc["input_ids"])
+                assert tokenizer.decode(undo_fim(by_line, ids, eos)) == tokenizer.decode(doc["input_ids"])
             for doc, out in zip(docs, token(docs, seed=1, epoch=epoch)):
                 assert undo_fim(out, ids, eos) == doc["input_ids"]  # token level: the very same ids
                 assert collections.Counter(_without_sentinels(out, ids)) == collections.Counter(doc["input_ids"])
@@ -304,8 +336,8 @@ def test_bad_features_and_settings_are_refused(tokenizer, ids):
     doc = _doc(tokenizer, "x = 1\n")
     collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, seed=0)
     with pytest.raises(ValueError, match="fim_level must be one of"):
-        DataCollatorForFillInTheMiddle(tokenizer, fim_level="line")
-    with pytest.raises(ValueError, match="needs the document's text in feature\\['text'\\]"):
+        DataCollatorForFillInTheMiddle(tokenizer, fim_level="word")
+    with pytest.raises(ValueError, match="cuts the document's text and needs it in feature\\['text'\\]"):
         collator([{"input_ids": doc["input_ids"]}])
     with pytest.raises(ValueError, match="packed row"):
         collator([{**doc, "position_ids": list(range(len(doc["input_ids"])))}])

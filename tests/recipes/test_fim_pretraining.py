@@ -70,7 +70,7 @@ def test_prepare_fim_data_packs_fimmed_pieces(tokenizer, corpus):
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"fim_rate": 1.2}, "fim_rate must be a number in \\[0, 1\\]"), ({"fim_spm_rate": -1}, "fim_spm_rate"),
-    ({"fim_level": "line"}, "fim_level"), ({"infill_cases": -1}, "infill_cases must be an int >= 0"),
+    ({"fim_level": "word"}, "fim_level"), ({"infill_cases": -1}, "infill_cases must be an int >= 0"),
     ({"infill_max_new_tokens": 0}, "infill_max_new_tokens"),
 ])  # fmt: skip
 def test_fim_arguments_are_checked(kwargs, match):
