@@ -108,12 +108,26 @@ def left_padded(rows: Sequence[Sequence[int]], pad_token_id: int) -> dict[str, t
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def fim_generate_kwargs(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
-    """``generate()`` arguments that stop each row at the end-of-middle token (EOS) and pad after it."""
+def fim_generate_kwargs(tokenizer: PreTrainedTokenizerBase, fim_tokens: FimTokens | None = None) -> dict[str, Any]:
+    """``generate()`` arguments that stop each row at the end-of-middle token (EOS), pad after it and
+    never write a FIM sentinel (``suppress_tokens``): a middle holds none, and a small model that
+    emits ``<fim_suffix>`` mid-line would otherwise spoil the line. Sentinels the tokenizer lacks
+    are skipped, so the arguments also serve plain left-to-right generation.
+
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> kwargs = fim_generate_kwargs(tok)
+    >>> kwargs["eos_token_id"] == tok.eos_token_id, tok.convert_ids_to_tokens(kwargs["suppress_tokens"])
+    (True, ['<fim_prefix>', '<fim_middle>', '<fim_suffix>', '<fim_pad>'])
+    """
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError("the tokenizer has no eos_token, so an infilled middle has no end token")
-    return {"eos_token_id": eos, "pad_token_id": eos if tokenizer.pad_token_id is None else tokenizer.pad_token_id}
+    names = FimTokens() if fim_tokens is None else fim_tokens
+    vocab = tokenizer.get_vocab()  # includes added tokens
+    sentinels = [vocab[n] for n in (names.prefix, names.middle, names.suffix, names.pad) if n in vocab]
+    pad = eos if tokenizer.pad_token_id is None else tokenizer.pad_token_id
+    return {"eos_token_id": eos, "pad_token_id": pad, **({"suppress_tokens": sentinels} if sentinels else {})}
 
 
 def middle_ids(sequences: torch.Tensor, prompt_length: int, eos_token_id: int) -> list[list[int]]:
@@ -148,7 +162,7 @@ def infill(
         raise TypeError("prefix and suffix must both be strings or both be lists of strings")
     prefixes, suffixes = ([prefix], [suffix]) if single else (list(prefix), list(suffix))
     prompts = fim_prompts(tokenizer, prefixes, suffixes, spm, add_bos, fim_tokens, max_prefix_tokens, max_suffix_tokens)
-    stop = fim_generate_kwargs(tokenizer)
+    stop = fim_generate_kwargs(tokenizer, fim_tokens)
     inputs = left_padded(prompts, stop["pad_token_id"])  # (B, T) each
     device = next(model.parameters()).device
     kwargs = {"do_sample": False, **stop, **generate_kwargs}

@@ -12,16 +12,21 @@ non-comment lines inside function bodies (after any docstring) of the given sour
   token(s) that straddle the line start (``"\\n   "`` in a byte-level BPE) are left for the model to
   write (token healing), so a plain model is not judged on a token split it never saw.
 
-Either way the prediction is the generated text up to its first newline, and it is an exact match
-when it equals the hidden line (indentation included). The NLL of the hidden line is teacher
-forced from the same prompt and reported in bits per UTF-8 byte of the text it covers (the line,
-plus in ``"prefix_only"`` the few straddled prefix characters), so that the modes compare.
+The hidden text is the whole line *with its newline*: the prefix ends at the line's start and the
+suffix starts at the next line's start, the layout an editor has when the cursor sits on an empty
+line and the one line-level FIM training (``fim_level="line"``) produces. The prediction is the
+generated text up to its first newline, and it is an exact match when it equals the hidden line
+(indentation included). The NLL of the hidden text (line and newline) is teacher forced from the
+same prompt and reported in bits per UTF-8 byte of the text it covers (plus, in ``"prefix_only"``,
+the few straddled prefix characters), so that the modes compare.
 
 Example:
     >>> text = "def f(x):\\n    y = x + 1\\n    return y\\n"
     >>> cases = single_line_cases([text], num_cases=5, seed=0)
-    >>> [(c.middle, c.source) for c in cases]
+    >>> [(c.line, c.source) for c in cases]
     [('    y = x + 1', '0:2'), ('    return y', '0:3')]
+    >>> cases[0].middle, cases[0].suffix
+    ('    y = x + 1\\n', '    return y\\n')
     >>> cases[0].prefix + cases[0].middle + cases[0].suffix == text
     True
 """
@@ -38,6 +43,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.collators._fim_transform import line_starts
 from hf_lmobj.generation.fim_prompting import fim_generate_kwargs, fim_prompts, left_padded, middle_ids
 from hf_lmobj.losses.functional import token_nll
 
@@ -58,9 +64,14 @@ class InfillingCase:
     """One hidden line: ``prefix + middle + suffix`` is a window of the source file."""
 
     prefix: str  # the lines before, ending with "\n"
-    middle: str  # the hidden line, without its newline
-    suffix: str  # "\n" and the lines after
+    middle: str  # the hidden line with its "\n" (none only for a file's last, unterminated line)
+    suffix: str  # the lines after, from the next line's start
     source: str  # "<file>:<line number>"
+
+    @property
+    def line(self) -> str:
+        """The hidden line without its newline: what an exact match must equal."""
+        return self.middle.removesuffix("\n")
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,7 @@ class InfillingResult:
     mode: str
     cases: int
     exact_match: float  # share of cases whose first generated line is the hidden line
-    middle_nll: float  # mean NLL of the hidden line per case, nats
+    middle_nll: float  # mean NLL of the hidden line (and its newline) per case, nats
     middle_bits_per_byte: float  # total NLL / ln 2 / total UTF-8 bytes of the scored text
 
 
@@ -128,11 +139,12 @@ def single_line_cases(
     picked = sorted(rng.choice(len(candidates), size=min(num_cases, len(candidates)), replace=False).tolist())
     cases = []
     for t, line in (candidates[i] for i in picked):
-        lines = texts[t].split("\n")
-        before = lines[max(line - prefix_lines, 0) : line]
-        after = lines[line + 1 : line + 1 + suffix_lines]
+        text = texts[t]
+        starts = line_starts(text)[: line + suffix_lines + 2]  # where lines 0, 1, ... start (then the end)
+        at = [*starts, *[len(text)] * (line + suffix_lines + 2 - len(starts))]  # lines past the end start there
         cases.append(InfillingCase(
-            prefix="".join(f"{x}\n" for x in before), middle=lines[line], suffix="".join(f"\n{x}" for x in after),
+            prefix=text[at[max(line - prefix_lines, 0)] : at[line]], middle=text[at[line] : at[line + 1]],
+            suffix=text[at[line + 1] : at[line + 1 + suffix_lines]],
             source=f"{names[t] if names is not None else t}:{line + 1}",
         ))  # fmt: skip
     return cases
@@ -252,7 +264,7 @@ def evaluate_infilling(
     finally:
         model.train(was_training)
     hits = [
-        p.startswith(lead) and p[len(lead) :].split("\n")[0] == case.middle
+        p.startswith(lead) and p[len(lead) :].split("\n")[0] == case.line
         for p, lead, case in zip(predictions, leads, cases)
     ]
     scored_bytes = sum(len(tokenizer.decode(t).encode("utf-8")) for t in targets)

@@ -98,3 +98,31 @@ def test_infill_stops_at_the_end_of_middle_token(tokenizer, one_torch_thread):
     assert one == "y = x + 1"
     with pytest.raises(TypeError, match="both be strings"):
         infill(model, tokenizer, "a", ["b"])
+
+
+class PreferToken(LogitsProcessor):
+    """Adds a large bonus to one token's score at every step."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = scores.clone()
+        scores[:, self.token] += 1e4
+        return scores
+
+
+def test_infill_never_writes_a_sentinel(tokenizer, one_torch_thread):
+    torch.manual_seed(0)
+    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                         max_position_embeddings=64))  # fmt: skip
+    ids = fim_token_ids(tokenizer)
+    prefer = LogitsProcessorList([PreferToken(ids.suffix)])
+    prompt = torch.tensor([fim_prompt_ids(tokenizer, "a = ", "\n")])
+    unchecked = model.generate(prompt, max_new_tokens=4, do_sample=False, logits_processor=prefer,
+                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)  # fmt: skip
+    assert unchecked[0, prompt.shape[1] :].tolist() == [ids.suffix] * 4  # what the bonus does unsuppressed
+    middle = infill(model, tokenizer, "a = ", "\n", max_new_tokens=4, logits_processor=prefer)
+    written = tokenizer(middle, add_special_tokens=False)["input_ids"]
+    assert written and not set(written) & set(ids.sentinels)
+    assert "<fim_" not in middle

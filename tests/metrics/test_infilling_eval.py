@@ -58,11 +58,16 @@ def test_cases_are_a_fixed_seeded_sample_of_whole_windows():
     for case in cases:
         name, number = case.source.split(":")
         text = texts[["one.py", "two.py"].index(name)]
-        assert case.middle == text.split("\n")[int(number) - 1]
-        assert case.prefix.endswith("\n") and case.suffix.startswith("\n")
+        assert case.line == text.split("\n")[int(number) - 1] and case.middle == case.line + "\n"
+        assert case.prefix.endswith("\n") and case.middle.endswith("\n")  # whole lines on each side
         assert case.prefix + case.middle + case.suffix in text
     short = single_line_cases([SOURCE], num_cases=1, seed=0, prefix_lines=1, suffix_lines=0)[0]
     assert short.prefix.count("\n") == 1 and short.suffix == ""
+    # whole lines at both ends of the file; its last line has no newline to hide
+    last = single_line_cases(["def f():\n    return 1"], num_cases=1, prefix_lines=5, suffix_lines=5)[0]
+    assert (last.prefix, last.middle, last.line, last.suffix) == ("def f():\n", "    return 1", "    return 1", "")
+    windows = single_line_cases([SOURCE], num_cases=100, prefix_lines=2, suffix_lines=3)
+    assert all(c.prefix.count("\n") == 2 and c.suffix.count("\n") == 3 for c in windows if c.source != "0:19")
     with pytest.raises(ValueError, match="num_cases"):
         single_line_cases(texts, num_cases=0)
     with pytest.raises(ValueError, match="no line inside a function body"):
@@ -70,7 +75,7 @@ def test_cases_are_a_fixed_seeded_sample_of_whole_windows():
 
 
 def test_prefix_only_prompt_is_the_running_text_tokenization(tokenizer):
-    case = InfillingCase(prefix="def f(x):\n", middle="    return x", suffix="\n", source="t:2")
+    case = InfillingCase(prefix="def f(x):\n", middle="    return x\n", suffix="", source="t:2")
     context, target, lead = _prefix_only_prompt(tokenizer, case)
     joint = tokenizer(case.prefix + case.middle, add_special_tokens=False)["input_ids"]
     assert context + target == joint
@@ -114,7 +119,7 @@ def test_exact_match_reads_the_first_generated_line(tokenizer, tiny_llama, one_t
     prompts = fim_prompts(tokenizer, [c.prefix for c in cases], [c.suffix for c in cases],
                           max_prefix_tokens=51, max_suffix_tokens=25)  # fmt: skip
     # right, right then more lines (the first line counts), wrong, right but without its indentation
-    outputs = [cases[0].middle, cases[1].middle + "\n    extra", "pass", cases[3].middle.strip()]
+    outputs = [cases[0].line, cases[1].middle + "    extra", "pass", cases[3].line.strip()]
     oracle = Oracle(tiny_llama, {tuple(p): encode(o) + [eos] for p, o in zip(prompts, outputs)})
     result = evaluate_infilling(oracle, tokenizer, cases, "psm", max_length=128, max_new_tokens=48)
     assert result.exact_match == 0.5 and result.cases == 4
