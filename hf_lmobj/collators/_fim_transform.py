@@ -8,14 +8,18 @@ middle may be empty, and so may the prefix or the suffix) into ``prefix``, ``mid
 
 Where the cuts fall (``fim_level``):
 
-* ``"char"`` (default): uniformly over the document's *characters*, then each piece is encoded on
-  its own, exactly as an infilling prompt is encoded at inference (``encode(prefix)``,
+* ``"char"`` (default): uniformly over the document's *characters*, then the pieces are encoded on
+  their own, exactly as an infilling prompt is encoded at inference (``encode(prefix)``,
   ``encode(suffix)``). This is the default because it is what the FIM paper recommends (Bavarian
   et al. 2022 select spans at character level so that the model learns to complete a token cut in
   two, as an editor's cursor often does) and what bigcode (SantaCoder, StarCoder) trains with: the
   sample is decoded, cut at characters and re-encoded (``permute_char_level``). It needs the
   document's text (the ``text`` column, or ``text_column=``). The text is preserved exactly; the
   tokens may differ from the document's own only where a cut splits a token or a word.
+  In SPM, where the prefix runs straight into the middle, the two are encoded as *one* text (Code
+  Llama, Rozière et al. 2023, section 2.3): the model never sees a token split there, and an SPM
+  prompt is healed at inference instead (:mod:`hf_lmobj.generation.fim_prompting`). Without it a
+  small model reads the prefix's lone trailing ``"\\n"`` token as a blank line and writes one.
 * ``"line"``: uniformly over the document's *line starts* (position 0, every position after a
   ``"\\n"``, and the end): prefix, middle and suffix are whole lines, encoded on their own like
   ``"char"``. It matches line-based infilling (single- and multi-line, where the middle starts with
@@ -242,9 +246,15 @@ class FimTransform:
         return text
 
     def _pieces(self, content: np.ndarray, text: Any, draw: FimDraw, index: int) -> list[Any]:
-        """(prefix, middle, suffix) as strings (char and line levels) or token lists (token level)."""
+        """(prefix, middle, suffix) as strings (char and line levels) or token lists (token level).
+
+        SPM at the text levels gives ``(prefix + middle, "", suffix)``: the two are contiguous in the
+        SPM layout and are encoded as one text (as Code Llama does), so no token is split between them.
+        """
         if self.fim_level in TEXT_LEVELS:
             text = self._text({self.text_column: text}, index)
+            if draw.spm:
+                return [text[: draw.end], "", text[draw.end :]]
             return [text[: draw.start], text[draw.start : draw.end], text[draw.end :]]
         tokens = content.tolist()
         return [tokens[: draw.start], tokens[draw.start : draw.end], tokens[draw.end :]]

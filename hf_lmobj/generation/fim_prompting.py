@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import LogitsProcessorList, PreTrainedTokenizerBase
 
 from hf_lmobj.collators._fim_format import FimTokens, fim_layout, fim_token_ids
+from hf_lmobj.generation.token_healing import LeadLogitsProcessor, heal_prompts
 
 __all__ = ["fim_prompts", "fim_prompt_ids", "left_padded", "fim_generate_kwargs", "middle_ids", "infill"]
 
@@ -155,17 +156,27 @@ def infill(
     """The middle a FIM-trained causal LM writes between ``prefix`` and ``suffix`` (greedy by default).
 
     Strings in, a string out; lists in, a list out (one batched ``generate`` call, left-padded).
-    ``generate_kwargs`` go to ``model.generate`` (e.g. ``do_sample=True, top_p=0.95``).
+    ``generate_kwargs`` go to ``model.generate`` (e.g. ``do_sample=True, top_p=0.95``). An SPM
+    prompt is token-healed (:mod:`hf_lmobj.generation.token_healing`): the FIM transform encodes an
+    SPM prefix and middle as one text, so the prefix's last token is left for the model to write
+    (its text is not part of the returned middle).
     """
     single = isinstance(prefix, str)
     if single != isinstance(suffix, str):
         raise TypeError("prefix and suffix must both be strings or both be lists of strings")
     prefixes, suffixes = ([prefix], [suffix]) if single else (list(prefix), list(suffix))
     prompts = fim_prompts(tokenizer, prefixes, suffixes, spm, add_bos, fim_tokens, max_prefix_tokens, max_suffix_tokens)
+    leads = [""] * len(prompts)
+    if spm:
+        protected = {*fim_token_ids(tokenizer, fim_tokens).sentinels, tokenizer.bos_token_id}
+        prompts, leads = heal_prompts(tokenizer, prompts, protected)
     stop = fim_generate_kwargs(tokenizer, fim_tokens)
     inputs = left_padded(prompts, stop["pad_token_id"])  # (B, T) each
     device = next(model.parameters()).device
-    kwargs = {"do_sample": False, **stop, **generate_kwargs}
+    processors = LogitsProcessorList(generate_kwargs.pop("logits_processor", None) or [])
+    if any(leads):
+        processors.append(LeadLogitsProcessor(tokenizer, leads, inputs["input_ids"].shape[1]))
+    kwargs = {"do_sample": False, **stop, **generate_kwargs, "logits_processor": processors}
     was_training = model.training
     model.eval()
     try:
@@ -176,4 +187,5 @@ def infill(
         model.train(was_training)
     middles = middle_ids(sequences.cpu(), inputs["input_ids"].shape[1], stop["eos_token_id"])
     texts = [tokenizer.decode(ids) for ids in middles]
+    texts = [text.removeprefix(lead) for text, lead in zip(texts, leads)]  # the first token starts with its lead
     return texts[0] if single else texts

@@ -11,6 +11,9 @@ non-comment lines inside function bodies (after any docstring) of the given sour
   continues it. The prompt is the prefix *as the model tokenizes it in running text*: the
   token(s) that straddle the line start (``"\\n   "`` in a byte-level BPE) are left for the model to
   write (token healing), so a plain model is not judged on a token split it never saw.
+* ``"spm"`` ends with the prefix running into the middle, which the FIM transform encodes as one
+  text; it is healed the same way, so that it differs from ``"prefix_only"`` only by the suffix
+  (and ``<fim_prefix> <fim_suffix>`` before it, ``<fim_middle>`` after it).
 
 The hidden text is the whole line *with its newline*: the prefix ends at the line's start and the
 suffix starts at the next line's start, the layout an editor has when the cursor sits on an empty
@@ -43,6 +46,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.collators._fim_format import fim_layout, fim_token_ids
 from hf_lmobj.collators._fim_transform import line_starts
 from hf_lmobj.generation.fim_prompting import fim_generate_kwargs, fim_prompts, left_padded, middle_ids
 from hf_lmobj.losses.functional import token_nll
@@ -174,11 +178,21 @@ def _prompts(tokenizer, cases, mode: str, budget: int, add_bos: bool) -> tuple[l
             leads.append(lead)
         return prompts, targets, leads
     room = budget - len(bos) - 3  # the three sentinels
+    if mode == "spm":  # the suffix, then the prefix running into the middle, healed as in prefix_only
+        ids = fim_token_ids(tokenizer)
+        suffixes = tokenizer([c.suffix for c in cases], add_special_tokens=False)["input_ids"]
+        prompts, targets, leads = [], [], []
+        for case, suffix in zip(cases, suffixes):
+            context, target, lead = _prefix_only_prompt(tokenizer, case)
+            context = context[max(len(context) - (room - room // 3), 0) :]
+            prompts.append(bos + fim_layout(context, [], suffix[: room // 3], ids, spm=True))
+            targets.append(target)
+            leads.append(lead)
+        return prompts, targets, leads
     prompts = fim_prompts(
         tokenizer,
         [c.prefix for c in cases],
         [c.suffix for c in cases],
-        spm=mode == "spm",
         add_bos=add_bos,
         max_prefix_tokens=room - room // 3,
         max_suffix_tokens=room // 3,

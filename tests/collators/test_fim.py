@@ -115,7 +115,7 @@ def test_character_level_layouts_hand_worked(tokenizer, ids, text, start, end, p
     spm = fim.permute(document, text, FimDraw(True, True, start, end))
     P, S, M = ids.prefix, ids.suffix, ids.middle  # noqa: N806
     assert psm == [bos, P, *enc(prefix), S, *enc(suffix), M, *enc(middle), eos]
-    assert spm == [bos, P, S, *enc(suffix), M, *enc(prefix), *enc(middle), eos]
+    assert spm == [bos, P, S, *enc(suffix), M, *enc(prefix + middle), eos]  # contiguous in SPM: one text
     for out in (psm, spm):
         assert tokenizer.decode(undo_fim(out, ids, eos), skip_special_tokens=True) == text
         assert "\ufffd" not in tokenizer.decode(out)  # no character split between two pieces

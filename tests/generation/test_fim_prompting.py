@@ -9,6 +9,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from hf_lmobj.collators._fim_format import FimTokens, fim_token_ids
 from hf_lmobj.collators._fim_transform import FimDraw, FimTransform
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids, fim_prompts, infill, left_padded, middle_ids
+from hf_lmobj.generation.token_healing import heal_prompts
 from hf_lmobj.recipes.support.models import ModelArguments, build_model
 
 
@@ -27,11 +28,14 @@ def test_prompts_are_the_training_layout_up_to_the_middle(tokenizer):
     # a training document cut at the same characters starts with exactly the prompt
     text = prefix + "y = x" + suffix
     document = [bos, *_encode(tokenizer, text), tokenizer.eos_token_id]
-    for spm_flag, prompt in ((False, psm), (True, spm)):
+    # SPM encodes prefix and middle as one text, so its prompt is healed: the prefix's last token is the model's
+    (healed,), (lead,) = heal_prompts(tokenizer, [spm], protected={bos, *ids.sentinels})
+    assert healed == spm[:-1] and lead == tokenizer.decode(spm[-1:]) and prefix.endswith(lead)
+    for spm_flag, prompt, written in ((False, psm, "y = x"), (True, healed, lead + "y = x")):
         cut = FimDraw(True, spm_flag, len(prefix), len(prefix) + len("y = x"))
         trained = FimTransform(tokenizer).permute(document, text, cut)
         assert trained[: len(prompt)] == prompt
-        assert tokenizer.decode(trained[len(prompt) : -1]) == "y = x" and trained[-1] == tokenizer.eos_token_id
+        assert tokenizer.decode(trained[len(prompt) : -1]) == written and trained[-1] == tokenizer.eos_token_id
 
 
 def test_prompts_are_cut_to_fit_and_may_skip_bos(tokenizer):
@@ -92,9 +96,19 @@ def test_infill_stops_at_the_end_of_middle_token(tokenizer, one_torch_thread):
     middles = infill(model, tokenizer, prefixes, suffixes, max_new_tokens=20, logits_processor=force)
     assert model.training  # generation ran in eval mode, the caller's mode is back
     assert middles == ["y = x + 1", "y = x + 1"]  # nothing after EOS, no prompt, no padding
-    one = infill(model, tokenizer, prefixes[1], suffixes[1], max_new_tokens=20, spm=True,
-                 logits_processor=LogitsProcessorList([ForceTokens([*answer, tokenizer.eos_token_id], len(
-                     fim_prompt_ids(tokenizer, prefixes[1], suffixes[1], spm=True)))]))  # fmt: skip
+    # SPM: the healed prompt lacks the prefix's last token (" ="'s space); the model writes it, infill drops it
+    spm = fim_prompt_ids(tokenizer, prefixes[1], suffixes[1], spm=True)
+    lead = tokenizer.decode(spm[-1:])
+    written = _encode(tokenizer, lead + "y = x + 1")
+    one = infill(
+        model,
+        tokenizer,
+        prefixes[1],
+        suffixes[1],
+        max_new_tokens=20,
+        spm=True,
+        logits_processor=LogitsProcessorList([ForceTokens([*written, tokenizer.eos_token_id], len(spm) - 1)]),
+    )
     assert one == "y = x + 1"
     with pytest.raises(TypeError, match="both be strings"):
         infill(model, tokenizer, "a", ["b"])

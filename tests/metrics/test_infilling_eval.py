@@ -8,10 +8,12 @@ import math
 import pytest
 import torch
 
+from hf_lmobj.collators._fim_format import fim_token_ids
 from hf_lmobj.generation.fim_prompting import fim_prompts
 from hf_lmobj.metrics.infilling import (
     InfillingCase,
     _prefix_only_prompt,
+    _prompts,
     evaluate_infilling,
     function_body_lines,
     single_line_cases,
@@ -133,11 +135,11 @@ def test_exact_match_reads_the_first_generated_line(tokenizer, tiny_llama, one_t
 
 def test_middle_nll_matches_a_direct_computation(tokenizer, tiny_llama, one_torch_thread):
     cases = single_line_cases([SOURCE], num_cases=3, seed=1)
-    result = evaluate_infilling(tiny_llama, tokenizer, cases, "spm", max_length=128, max_new_tokens=8)
+    result = evaluate_infilling(tiny_llama, tokenizer, cases, "psm", max_length=128, max_new_tokens=8)
     total, num_bytes = 0.0, 0
     for case in cases:
         # room for the prompt: 128 - 8 new tokens - BOS - 3 sentinels = 116 = 78 prefix + 38 suffix tokens
-        prompt = fim_prompts(tokenizer, [case.prefix], [case.suffix], spm=True, max_prefix_tokens=78,
+        prompt = fim_prompts(tokenizer, [case.prefix], [case.suffix], max_prefix_tokens=78,
                              max_suffix_tokens=38)[0]  # fmt: skip
         middle = tokenizer(case.middle, add_special_tokens=False)["input_ids"][:8]
         with torch.no_grad():
@@ -152,3 +154,18 @@ def test_middle_nll_matches_a_direct_computation(tokenizer, tiny_llama, one_torc
         evaluate_infilling(tiny_llama, tokenizer, cases, "middle")
     with pytest.raises(ValueError, match="lower max_new_tokens"):
         evaluate_infilling(tiny_llama, tokenizer, cases, "psm", max_length=16, max_new_tokens=12)
+
+
+def test_spm_prompt_is_the_healed_prefix_only_prompt_after_the_suffix(tokenizer):
+    cases = single_line_cases([SOURCE], num_cases=4, seed=0)
+    ids = fim_token_ids(tokenizer)
+    bos = [tokenizer.bos_token_id]
+    plain = _prompts(tokenizer, cases, "prefix_only", budget=200, add_bos=True)
+    spm = _prompts(tokenizer, cases, "spm", budget=200, add_bos=True)
+    assert spm[1] == plain[1] and spm[2] == plain[2]  # the same targets and leads
+    for case, fim, prefix_only in zip(cases, spm[0], plain[0]):
+        suffix = tokenizer(case.suffix, add_special_tokens=False)["input_ids"][:65]  # (200 - 4) // 3 tokens
+        assert fim == bos + [ids.prefix, ids.suffix, *suffix, ids.middle] + prefix_only[1:]
+    # the prefix as encoded in running text, less the straddled line start: what SPM training saw
+    # (indented lines: the newline merges with the indentation, so each lead holds the prefix's last "\n")
+    assert all(not tokenizer.decode(p[-1:]).endswith("\n") and lead.endswith("\n") for p, lead in zip(*spm[::2]))
