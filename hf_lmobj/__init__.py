@@ -26,7 +26,14 @@ from hf_lmobj.collators import (
     pack_dataset,
 )
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
-from hf_lmobj.generation import SamplingLogitsProcessor, fim_prompts, infill, sampling_generate_kwargs
+from hf_lmobj.generation import (
+    LeadLogitsProcessor,
+    SamplingLogitsProcessor,
+    fim_prompts,
+    heal_prompts,
+    infill,
+    sampling_generate_kwargs,
+)
 from hf_lmobj.losses import causal_lm_loss, linear_cross_entropy, linear_token_losses, masked_lm_loss, seq2seq_lm_loss
 from hf_lmobj.metrics import load as load_metric
 from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
@@ -79,6 +86,8 @@ __all__ = [
     "muon_param_groups",
     # generation
     "SamplingLogitsProcessor",
+    "LeadLogitsProcessor",
+    "heal_prompts",
     "sampling_generate_kwargs",
     "fim_prompts",
     "infill",

@@ -1,4 +1,5 @@
-"""Decoding: the ``LogitsProcessor`` sampler (:mod:`.sampling`) and fill-in-the-middle prompts (:mod:`.fim_prompting`).
+"""Decoding: the ``LogitsProcessor`` sampler (:mod:`.sampling`), fill-in-the-middle prompts (:mod:`.fim_prompting`)
+and token healing (:mod:`.token_healing`).
 
 Example:
     >>> from hf_lmobj.generation import sampling_generate_kwargs
@@ -9,5 +10,13 @@ Example:
 
 from hf_lmobj.generation.fim_prompting import fim_prompts, infill
 from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
+from hf_lmobj.generation.token_healing import LeadLogitsProcessor, heal_prompts
 
-__all__ = ["SamplingLogitsProcessor", "sampling_generate_kwargs", "fim_prompts", "infill"]
+__all__ = [
+    "SamplingLogitsProcessor",
+    "sampling_generate_kwargs",
+    "fim_prompts",
+    "infill",
+    "LeadLogitsProcessor",
+    "heal_prompts",
+]

@@ -125,6 +125,10 @@ def test_fim_card_section_and_its_snippet_run_against_a_saved_model(tmp_path, to
     write_model_card(plain, objective="clm", metrics=metrics, hyperparameters={**hyperparameters, "fim_rate": 0.0},
                      model_name="tiny", dataset_name="python-stdlib")  # fmt: skip
     assert "Fill-in-the-middle" not in (plain / "README.md").read_text()
+    for level, words in (("line", "line-start positions"), ("token", "token positions")):
+        write_model_card(plain, objective="clm", metrics=metrics, hyperparameters={**hyperparameters, "fim_level": level},
+                         model_name="tiny", dataset_name="python-stdlib")  # fmt: skip
+        assert words in (plain / "README.md").read_text()
 
 
 def test_report_prints_left_to_right_and_infilling_beside_the_plain_run(tmp_path, capsys):

@@ -104,7 +104,7 @@ def test_fim_demo_is_the_clm_demo_plus_fim():
     fim_demo = yaml.safe_load((ROOT / "recipes/configs/clm/fim_demo.yaml").read_text())
     fim_keys = set(FimArguments.__dataclass_fields__)
     assert set(fim_demo) - set(demo) == fim_keys  # every FIM setting spelled out, nothing else added
-    assert fim_demo["fim_rate"] == 0.5 and fim_demo["infill_cases"] == 200
+    assert fim_demo["fim_rate"] == 0.9 and fim_demo["fim_level"] == "line" and fim_demo["infill_cases"] == 200
     differ = {k for k in demo if demo[k] != fim_demo.get(k)}
     assert differ == {"output_dir"}, "the same model, data, budget and optimizer as the plain demo"
     assert fim_demo["fim_baseline_metrics"] == f"{demo['output_dir']}/metrics.json"
