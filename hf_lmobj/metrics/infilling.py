@@ -19,9 +19,11 @@ The hidden text is the whole line *with its newline*: the prefix ends at the lin
 suffix starts at the next line's start, the layout an editor has when the cursor sits on an empty
 line and the one line-level FIM training (``fim_level="line"``) produces. The prediction is the
 generated text up to its first newline, and it is an exact match when it equals the hidden line
-(indentation included). The NLL of the hidden text (line and newline) is teacher forced from the
-same prompt and reported in bits per UTF-8 byte of the text it covers (plus, in ``"prefix_only"``,
-the few straddled prefix characters), so that the modes compare.
+(indentation included). The NLL of the hidden text is teacher forced from the same prompt and
+reported in bits per UTF-8 byte of the text it covers: in ``"psm"`` the middle as the FIM transform
+encodes it (line and newline, which ends the middle); in ``"prefix_only"`` and ``"spm"`` the line as
+running text encodes it, from the straddled prefix characters to the line's end (its newline would
+merge with the next line's indentation, which these prompts do not show).
 
 Example:
     >>> text = "def f(x):\\n    y = x + 1\\n    return y\\n"
@@ -156,7 +158,7 @@ def single_line_cases(
 
 def _prefix_only_prompt(tokenizer: PreTrainedTokenizerBase, case: InfillingCase) -> tuple[list[int], list[int], str]:
     """(context tokens, tokens to score, straddled prefix text): running-text tokens split at the gap."""
-    joint = tokenizer(case.prefix + case.middle, add_special_tokens=False)["input_ids"]
+    joint = tokenizer(case.prefix + case.line, add_special_tokens=False)["input_ids"]
     alone = tokenizer(case.prefix, add_special_tokens=False)["input_ids"]
     k = 0
     while k < min(len(joint), len(alone)) and joint[k] == alone[k]:

@@ -79,10 +79,10 @@ def test_cases_are_a_fixed_seeded_sample_of_whole_windows():
 def test_prefix_only_prompt_is_the_running_text_tokenization(tokenizer):
     case = InfillingCase(prefix="def f(x):\n", middle="    return x\n", suffix="", source="t:2")
     context, target, lead = _prefix_only_prompt(tokenizer, case)
-    joint = tokenizer(case.prefix + case.middle, add_special_tokens=False)["input_ids"]
+    joint = tokenizer(case.prefix + case.line, add_special_tokens=False)["input_ids"]
     assert context + target == joint
     assert tokenizer.decode(context) + lead == case.prefix
-    assert tokenizer.decode(target) == lead + case.middle
+    assert tokenizer.decode(target) == lead + case.line  # the newline is not scored: it merges with what follows
 
 
 @pytest.fixture(scope="module")
