@@ -7,14 +7,14 @@ train exactly ``--max_steps`` steps (2,000 by default: what the demo's 7-minute 
 * ``clm``: ``clm/demo.yaml --infill_cases 200``: whole files packed; prefix-only infilling (all a
   plain model can do);
 * ``fim``: ``clm/fim_demo.yaml`` (files cut into pieces, ``fim_rate`` of them FIM'd), plus
-  ``--fim_flags`` (e.g. ``"--fim_level line --fim_rate 0.9"``): PSM, SPM and prefix-only infilling.
+  ``--fim_flags`` (e.g. ``"--fim_level char --fim_rate 0.5"``): PSM, SPM and prefix-only infilling.
 
 Both report left-to-right bits per byte of the held-out stdlib files (strided windows of 256
 advancing by 128) and the single-line infilling figures of :mod:`hf_lmobj.metrics.infilling` (200
 seeded cases: exact match of the first generated line, bits per byte of the hidden line).
 
     python benchmarks/fim_compare.py                                          # both arms, 2,000 steps
-    python benchmarks/fim_compare.py --runs fim --fim_flags "--fim_level line" --output_dir out/fim-line
+    python benchmarks/fim_compare.py --runs fim --fim_flags "--fim_level char" --output_dir out/fim-char
     python benchmarks/fim_compare.py --report_only                            # the table again
 
 Each arm writes ``<output_dir>/<run>/metrics.json`` (and the rest of a recipe run); the table is

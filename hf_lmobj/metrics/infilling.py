@@ -87,7 +87,7 @@ class InfillingResult:
     mode: str
     cases: int
     exact_match: float  # share of cases whose first generated line is the hidden line
-    middle_nll: float  # mean NLL of the hidden line (and its newline) per case, nats
+    middle_nll: float  # mean NLL of the scored text (the module doc says which) per case, nats
     middle_bits_per_byte: float  # total NLL / ln 2 / total UTF-8 bytes of the scored text
 
 
@@ -168,29 +168,30 @@ def _prefix_only_prompt(tokenizer: PreTrainedTokenizerBase, case: InfillingCase)
     return joint[:k], joint[k:], case.prefix[len(tokenizer.decode(joint[:k])) :]
 
 
+def _healed_prompts(tokenizer, cases, bos: list[int], prefix_room: int, suffix_room: int | None) -> tuple:
+    """Prefix-only prompts (``suffix_room=None``) or SPM ones (the suffix's first ``suffix_room`` tokens
+    first), both ending with the healed running-text prefix: (prompts, targets, leads)."""
+    spm = suffix_room is not None
+    ids = fim_token_ids(tokenizer) if spm else None
+    suffixes = tokenizer([c.suffix for c in cases], add_special_tokens=False)["input_ids"] if spm else [[]] * len(cases)
+    prompts, targets, leads = [], [], []
+    for case, suffix in zip(cases, suffixes):
+        context, target, lead = _prefix_only_prompt(tokenizer, case)
+        context = context[max(len(context) - prefix_room, 0) :]
+        prompts.append(bos + (fim_layout(context, [], suffix[:suffix_room], ids, spm=True) if spm else context))
+        targets.append(target)
+        leads.append(lead)
+    return prompts, targets, leads
+
+
 def _prompts(tokenizer, cases, mode: str, budget: int, add_bos: bool) -> tuple[list, list, list[str]]:
     """Prompts, the teacher-forced targets after each, and the text each prediction must start with."""
     bos = [tokenizer.bos_token_id] if add_bos else []
     if mode == "prefix_only":
-        prompts, targets, leads = [], [], []
-        for case in cases:
-            context, target, lead = _prefix_only_prompt(tokenizer, case)
-            prompts.append(bos + context[max(len(context) - budget + len(bos), 0) :])
-            targets.append(target)
-            leads.append(lead)
-        return prompts, targets, leads
-    room = budget - len(bos) - 3  # the three sentinels
+        return _healed_prompts(tokenizer, cases, bos, budget - len(bos), None)
+    room = budget - len(bos) - 3  # the three sentinels; a third of it for the suffix
     if mode == "spm":  # the suffix, then the prefix running into the middle, healed as in prefix_only
-        ids = fim_token_ids(tokenizer)
-        suffixes = tokenizer([c.suffix for c in cases], add_special_tokens=False)["input_ids"]
-        prompts, targets, leads = [], [], []
-        for case, suffix in zip(cases, suffixes):
-            context, target, lead = _prefix_only_prompt(tokenizer, case)
-            context = context[max(len(context) - (room - room // 3), 0) :]
-            prompts.append(bos + fim_layout(context, [], suffix[: room // 3], ids, spm=True))
-            targets.append(target)
-            leads.append(lead)
-        return prompts, targets, leads
+        return _healed_prompts(tokenizer, cases, bos, room - room // 3, room // 3)
     prompts = fim_prompts(
         tokenizer,
         [c.prefix for c in cases],
