@@ -10,7 +10,8 @@ non-comment lines inside function bodies (after any docstring) of the given sour
 * ``"prefix_only"``: left to right, the only way a plain causal LM can: it sees the prefix and
   continues it. The prompt is the prefix *as the model tokenizes it in running text*: the
   token(s) that straddle the line start (``"\\n   "`` in a byte-level BPE) are left for the model to
-  write (token healing), so a plain model is not judged on a token split it never saw.
+  write (token healing: :class:`~hf_lmobj.generation.token_healing.LeadLogitsProcessor` makes the
+  generation start with their text), so a plain model is not judged on a token split it never saw.
 * ``"spm"`` ends with the prefix running into the middle, which the FIM transform encodes as one
   text; it is healed the same way, so that it differs from ``"prefix_only"`` only by the suffix
   (and ``<fim_prefix> <fim_suffix>`` before it, ``<fim_middle>`` after it).
@@ -46,11 +47,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import LogitsProcessorList, PreTrainedTokenizerBase
 
 from hf_lmobj.collators._fim_format import fim_layout, fim_token_ids
 from hf_lmobj.collators._fim_transform import line_starts
 from hf_lmobj.generation.fim_prompting import fim_generate_kwargs, fim_prompts, left_padded, middle_ids
+from hf_lmobj.generation.token_healing import LeadLogitsProcessor
 from hf_lmobj.losses.functional import token_nll
 
 __all__ = [
@@ -272,10 +274,15 @@ def evaluate_infilling(
         device = next(model.parameters()).device
         for start in range(0, len(prompts), batch_size):
             inputs = left_padded(prompts[start : start + batch_size], stop["pad_token_id"])
-            sequences = model.generate(
-                **{k: v.to(device) for k, v in inputs.items()}, max_new_tokens=max_new_tokens, do_sample=False, **stop
-            )  # (B, T + new)
             width = inputs["input_ids"].shape[1]
+            heal = LogitsProcessorList([LeadLogitsProcessor(tokenizer, leads[start : start + batch_size], width)])
+            sequences = model.generate(
+                **{k: v.to(device) for k, v in inputs.items()},
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                logits_processor=heal,
+                **stop,
+            )  # (B, T + new): each healed row writes its lead first
             predictions += [tokenizer.decode(ids) for ids in middle_ids(sequences.cpu(), width, stop["eos_token_id"])]
         nll = _target_nll(model, prompts, targets, stop["pad_token_id"], batch_size)
     finally:

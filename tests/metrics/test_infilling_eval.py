@@ -106,6 +106,7 @@ class Oracle(torch.nn.Module):
         return self.model(**kwargs)
 
     def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        self.leads = [*getattr(self, "leads", []), *kwargs["logits_processor"][0].leads]  # what healing asked for
         rows = []
         for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
             prompt = tuple(i for i, m in zip(ids, mask) if m)
@@ -129,8 +130,11 @@ def test_exact_match_reads_the_first_generated_line(tokenizer, tiny_llama, one_t
     for case in cases:
         context, target, lead = _prefix_only_prompt(tokenizer, case)
         healed[(tokenizer.bos_token_id, *context)] = target + encode("\n    more = 1\n")
-    prefix_only = evaluate_infilling(Oracle(tiny_llama, healed), tokenizer, cases, "prefix_only", max_length=128)
+    healing = Oracle(tiny_llama, healed)
+    prefix_only = evaluate_infilling(healing, tokenizer, cases, "prefix_only", max_length=128)
     assert prefix_only.exact_match == 1.0
+    assert healing.leads == [_prefix_only_prompt(tokenizer, case)[2] for case in cases] and all(healing.leads)
+    assert oracle.leads == [""] * 4  # PSM: nothing to heal
 
 
 def test_middle_nll_matches_a_direct_computation(tokenizer, tiny_llama, one_torch_thread):
