@@ -5,7 +5,9 @@ A model trained with :class:`~hf_lmobj.collators.fim.DataCollatorForFillInTheMid
 ``[BOS] <fim_prefix> <fim_suffix> suffix <fim_middle> prefix middle EOS`` (SPM). To infill, it is
 given everything before the middle and generates the middle; the EOS it then emits (the
 end-of-middle token) is the ``eos_token_id`` that ``generate()`` stops at. Prefix and suffix are
-encoded on their own, as the character-level transform encodes its pieces in training.
+encoded on their own, as the text-level transform encodes its PSM pieces in training. In SPM the
+transform encodes prefix and middle as one text, so :func:`infill` heals an SPM prompt (its last
+prefix token is the model's to write: :mod:`hf_lmobj.generation.token_healing`).
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
