@@ -64,6 +64,8 @@ def fim_prompts(
         tokenizer: holds the FIM tokens (looked up by name; a ValueError names a missing one).
         prefixes / suffixes: the text before and after the gap, one pair per prompt.
         spm: suffix-prefix-middle order (PSM by default); use the order(s) the model was trained on.
+            An SPM prompt ends with the prefix encoded alone; for generation heal it as :func:`infill`
+            does (``heal_prompts`` then ``LeadLogitsProcessor``).
         add_bos: put BOS first; None = when the tokenizer has one (as the FIM recipe's documents).
         fim_tokens: the sentinels' names (StarCoder's by default).
         max_prefix_tokens / max_suffix_tokens: keep only the last / first tokens of each side so
