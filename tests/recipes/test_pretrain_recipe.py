@@ -135,8 +135,9 @@ def test_fim_demo_trains_a_few_steps_and_reports_left_to_right_and_infilling(tmp
     results = {r.metric_type: r.metric_value for r in card.data.eval_results}
     assert results["bits_per_byte"] == saved["validation_bits_per_byte"]
     assert results["infill_psm_exact_match"] == saved["validation_infill_psm_exact_match"]
-    assert "## Fill-in-the-middle" in card.text and "0.5 of the training pieces" in card.text
-    assert "| `fim_rate` | 0.5 |" in card.text and "| `fim_level` | char |" in card.text
+    assert "## Fill-in-the-middle" in card.text and "0.9 of the training pieces" in card.text
+    assert "line-start positions" in card.text
+    assert "| `fim_rate` | 0.9 |" in card.text and "| `fim_level` | line |" in card.text
 
 
 def test_plain_clm_run_evaluates_no_infilling_unless_asked():
