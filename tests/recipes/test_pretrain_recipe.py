@@ -104,7 +104,7 @@ def test_fim_demo_is_the_clm_demo_plus_fim():
     fim_demo = yaml.safe_load((ROOT / "recipes/configs/clm/fim_demo.yaml").read_text())
     fim_keys = set(FimArguments.__dataclass_fields__)
     assert set(fim_demo) - set(demo) == fim_keys  # every FIM setting spelled out, nothing else added
-    assert fim_demo["fim_rate"] == 0.9 and fim_demo["fim_level"] == "line" and fim_demo["infill_cases"] == 200
+    assert fim_demo["fim_rate"] == 0.5 and fim_demo["fim_level"] == "line" and fim_demo["infill_cases"] == 200
     differ = {k for k in demo if demo[k] != fim_demo.get(k)}
     assert differ == {"output_dir"}, "the same model, data, budget and optimizer as the plain demo"
     assert fim_demo["fim_baseline_metrics"] == f"{demo['output_dir']}/metrics.json"
@@ -135,9 +135,9 @@ def test_fim_demo_trains_a_few_steps_and_reports_left_to_right_and_infilling(tmp
     results = {r.metric_type: r.metric_value for r in card.data.eval_results}
     assert results["bits_per_byte"] == saved["validation_bits_per_byte"]
     assert results["infill_psm_exact_match"] == saved["validation_infill_psm_exact_match"]
-    assert "## Fill-in-the-middle" in card.text and "0.9 of the training pieces" in card.text
+    assert "## Fill-in-the-middle" in card.text and "0.5 of the training pieces" in card.text
     assert "line-start positions" in card.text
-    assert "| `fim_rate` | 0.9 |" in card.text and "| `fim_level` | line |" in card.text
+    assert "| `fim_rate` | 0.5 |" in card.text and "| `fim_level` | line |" in card.text
 
 
 def test_plain_clm_run_evaluates_no_infilling_unless_asked():
