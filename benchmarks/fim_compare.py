@@ -11,7 +11,8 @@ train exactly ``--max_steps`` steps (2,000 by default: what the demo's 7-minute 
 
 Both report left-to-right bits per byte of the held-out stdlib files (strided windows of 256
 advancing by 128) and the single-line infilling figures of :mod:`hf_lmobj.metrics.infilling` (200
-seeded cases: exact match of the first generated line, bits per byte of the hidden line).
+seeded cases: exact match and edit similarity of the first generated line, bits per byte of the hidden
+line).
 
     python benchmarks/fim_compare.py                                          # both arms, 2,000 steps
     python benchmarks/fim_compare.py --runs fim --fim_flags "--fim_level char" --output_dir out/fim-char
@@ -44,16 +45,16 @@ def run_arm(run: str, args: argparse.Namespace) -> dict:
 
 
 def table(results: dict[str, dict]) -> str:
-    """The markdown table of every arm's figures."""
-    head = ["run", "tokens seen", "LTR bits/byte", "EM psm", "EM spm", "EM prefix-only",
-            "middle bits/byte (psm / prefix-only)"]  # fmt: skip
+    """The markdown table of every arm's figures (``-`` for a mode the arm was not evaluated in)."""
+    figures = {"exact match": "exact_match", "edit similarity": "edit_similarity",
+               "hidden-line bits/byte": "middle_bits_per_byte"}  # fmt: skip
+    head = ["run", "tokens seen", "LTR bits/byte", *(f"{name} (psm / spm / prefix-only)" for name in figures)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run, m in results.items():
-        em = [m.get(f"validation_infill_{mode}_exact_match") for mode in MODES]
-        bpb = [m.get(f"validation_infill_{mode}_middle_bits_per_byte") for mode in ("psm", "prefix_only")]
-        cells = [run, f"{m['train_tokens_seen']:,}", f"{m['validation_bits_per_byte']:.4f}",
-                 *("-" if v is None else f"{v:.3f}" for v in em),
-                 " / ".join("-" if v is None else f"{v:.3f}" for v in bpb)]  # fmt: skip
+        cells = [run, f"{m['train_tokens_seen']:,}", f"{m['validation_bits_per_byte']:.4f}"]
+        for key in figures.values():
+            values = [m.get(f"validation_infill_{mode}_{key}") for mode in MODES]
+            cells.append(" / ".join("-" if v is None else f"{v:.3f}" for v in values))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

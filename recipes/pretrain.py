@@ -16,8 +16,8 @@ file or overridden on the command line. The run writes the model (safetensors), 
 with, for clm, bits per byte of the validation text beside a Kneser-Ney n-gram model of the same
 training tokens and zlib / bz2 / xz; for mlm and span, eval_loss beside the unigram entropy of the
 training tokens and the target accuracy; with ``fim_rate > 0`` (``clm/fim_demo.yaml``:
-fill-in-the-middle) also the left-to-right bits per byte and the single-line infilling exact match (PSM,
-SPM, prefix-only), beside a plain run's ``metrics.json`` when ``fim_baseline_metrics`` names one; then
+fill-in-the-middle) also the left-to-right bits per byte and the single-line infilling exact match, edit
+similarity and hidden-line bits per byte (PSM, SPM, prefix-only), beside a plain run's ``metrics.json`` when ``fim_baseline_metrics`` names one; then
 the time of each phase and the training tokens per second. Torch's CPU threads follow the cores other
 processes leave free (``--torch_threads N`` fixes them).
 """

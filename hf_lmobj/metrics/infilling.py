@@ -20,7 +20,9 @@ The hidden text is the whole line *with its newline*: the prefix ends at the lin
 suffix starts at the next line's start, the layout an editor has when the cursor sits on an empty
 line and the one line-level FIM training (``fim_level="line"``) produces. The prediction is the
 generated text up to its first newline, and it is an exact match when it equals the hidden line
-(indentation included). The NLL of the hidden text is teacher forced from the same prompt and
+(indentation included); its edit similarity to the hidden line (:func:`edit_similarity`, the
+``fuzz.ratio`` of CodeXGLUE / CrossCodeEval line completion, divided by 100) gives partial credit for
+the near misses a small model writes. The NLL of the hidden text is teacher forced from the same prompt and
 reported in bits per UTF-8 byte of the text it covers: in ``"psm"`` the middle as the FIM transform
 encodes it (line and newline, which ends the middle); in ``"prefix_only"`` and ``"spm"`` the line as
 running text encodes it, from the straddled prefix characters to the line's end (its newline would
@@ -59,6 +61,7 @@ __all__ = [
     "INFILLING_MODES",
     "InfillingCase",
     "InfillingResult",
+    "edit_similarity",
     "function_body_lines",
     "single_line_cases",
     "evaluate_infilling",
@@ -89,8 +92,28 @@ class InfillingResult:
     mode: str
     cases: int
     exact_match: float  # share of cases whose first generated line is the hidden line
+    edit_similarity: float  # mean edit_similarity(first generated line, hidden line) over the cases
     middle_nll: float  # mean NLL of the scored text (the module doc says which) per case, nats
     middle_bits_per_byte: float  # total NLL / ln 2 / total UTF-8 bytes of the scored text
+
+
+def edit_similarity(prediction: str, reference: str) -> float:
+    """Indel similarity of two strings in [0, 1]: ``2 * LCS / (len(a) + len(b))`` of their characters, 1 for
+    two empty strings (``rapidfuzz.fuzz.ratio`` / 100, the edit similarity of line-completion benchmarks).
+
+    >>> edit_similarity("    return x", "    return y")
+    0.9166666666666666
+    >>> edit_similarity("pass", "pass"), edit_similarity("", "x")
+    (1.0, 0.0)
+    """
+    if not prediction and not reference:
+        return 1.0
+    row = [0] * (len(reference) + 1)  # row[j]: LCS of the prefix of prediction seen so far and reference[:j]
+    for char in prediction:
+        diagonal = 0
+        for j, other in enumerate(reference, start=1):
+            diagonal, row[j] = row[j], diagonal + 1 if char == other else max(row[j], row[j - 1])
+    return 2 * row[-1] / (len(prediction) + len(reference))
 
 
 def function_body_lines(text: str, max_line_chars: int = 100) -> list[int]:
@@ -287,15 +310,15 @@ def evaluate_infilling(
         nll = _target_nll(model, prompts, targets, stop["pad_token_id"], batch_size)
     finally:
         model.train(was_training)
-    hits = [
-        p.startswith(lead) and p[len(lead) :].split("\n")[0] == case.line
-        for p, lead, case in zip(predictions, leads, cases)
-    ]
+    lines = [p[len(lead) :].split("\n")[0] if p.startswith(lead) else None for p, lead in zip(predictions, leads)]
+    hits = [line == case.line for line, case in zip(lines, cases)]
+    similarity = [edit_similarity(line or "", case.line) for line, case in zip(lines, cases)]
     scored_bytes = sum(len(tokenizer.decode(t).encode("utf-8")) for t in targets)
     return InfillingResult(
         mode=mode,
         cases=len(cases),
         exact_match=sum(hits) / len(cases),
+        edit_similarity=sum(similarity) / len(cases),
         middle_nll=sum(nll) / len(cases),
         middle_bits_per_byte=sum(nll) / math.log(2) / max(scored_bytes, 1),
     )

@@ -206,6 +206,7 @@ def infilling_metrics(
     for mode in modes:
         result = evaluate_infilling(model, tokenizer, cases, mode, max_length, fim_args.infill_max_new_tokens)
         metrics[f"validation_infill_{mode}_exact_match"] = result.exact_match
+        metrics[f"validation_infill_{mode}_edit_similarity"] = result.edit_similarity
         metrics[f"validation_infill_{mode}_middle_bits_per_byte"] = result.middle_bits_per_byte
     return metrics
 
@@ -216,12 +217,15 @@ def print_fim_comparison(metrics: dict[str, Any], baseline_path: str | None) -> 
     keys = sorted(k for k in metrics if k.startswith("validation_infill_") and k.endswith("_exact_match"))
     if not keys:
         return
-    shown = ", ".join(f"{k.removeprefix('validation_infill_').removesuffix('_exact_match')} "
-                      f"{metrics[k]:.3f}" for k in keys)  # fmt: skip
+    modes = [k.removeprefix("validation_infill_").removesuffix("_exact_match") for k in keys]
     print("  left to right and in the middle (validation files):")
     if "validation_bits_per_byte" in metrics:
         print(f"    left-to-right bits per byte {metrics['validation_bits_per_byte']:.3f}")
-    print(f"    single-line infilling exact match ({int(metrics['validation_infill_samples'])} cases): {shown}")
+    print(f"    single-line infilling ({int(metrics['validation_infill_samples'])} cases), by prompt:")
+    for metric in ("exact_match", "edit_similarity", "middle_bits_per_byte"):
+        shown = ", ".join(f"{mode} {metrics[f'validation_infill_{mode}_{metric}']:.3f}" for mode in modes
+                          if f"validation_infill_{mode}_{metric}" in metrics)  # fmt: skip
+        print(f"      {metric.replace('_', ' '):22s} {shown}")
     if not baseline_path:
         return
     path = Path(baseline_path)

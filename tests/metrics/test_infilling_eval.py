@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +15,7 @@ from hf_lmobj.metrics.infilling import (
     InfillingCase,
     _prefix_only_prompt,
     _prompts,
+    edit_similarity,
     evaluate_infilling,
     function_body_lines,
     single_line_cases,
@@ -126,13 +128,16 @@ def test_exact_match_reads_the_first_generated_line(tokenizer, tiny_llama, one_t
     oracle = Oracle(tiny_llama, {tuple(p): encode(o) + [eos] for p, o in zip(prompts, outputs)})
     result = evaluate_infilling(oracle, tokenizer, cases, "psm", max_length=128, max_new_tokens=48)
     assert result.exact_match == 0.5 and result.cases == 4
+    expected = [1.0, 1.0, edit_similarity("pass", cases[2].line), edit_similarity(cases[3].line.strip(), cases[3].line)]
+    assert result.edit_similarity == pytest.approx(sum(expected) / 4)
+    assert 0 < expected[3] < 1 and expected[2] < expected[3]  # a missing indentation costs less than a wrong line
     healed = {}
     for case in cases:
         context, target, lead = _prefix_only_prompt(tokenizer, case)
         healed[(tokenizer.bos_token_id, *context)] = target + encode("\n    more = 1\n")
     healing = Oracle(tiny_llama, healed)
     prefix_only = evaluate_infilling(healing, tokenizer, cases, "prefix_only", max_length=128)
-    assert prefix_only.exact_match == 1.0
+    assert prefix_only.exact_match == 1.0 and prefix_only.edit_similarity == 1.0
     assert healing.leads == [_prefix_only_prompt(tokenizer, case)[2] for case in cases] and all(healing.leads)
     assert oracle.leads == [""] * 4  # PSM: nothing to heal
 
@@ -153,7 +158,7 @@ def test_middle_nll_matches_a_direct_computation(tokenizer, tiny_llama, one_torc
         num_bytes += len(tokenizer.decode(middle).encode("utf-8"))
     assert result.middle_nll == pytest.approx(total / len(cases), rel=1e-4)
     assert result.middle_bits_per_byte == pytest.approx(total / math.log(2) / num_bytes, rel=1e-4)
-    assert 0.0 <= result.exact_match <= 1.0
+    assert 0.0 <= result.exact_match <= result.edit_similarity <= 1.0
     with pytest.raises(ValueError, match="mode must be one of"):
         evaluate_infilling(tiny_llama, tokenizer, cases, "middle")
     with pytest.raises(ValueError, match="lower max_new_tokens"):
@@ -173,3 +178,23 @@ def test_spm_prompt_is_the_healed_prefix_only_prompt_after_the_suffix(tokenizer)
     # the prefix as encoded in running text, less the straddled line start: what SPM training saw
     # (indented lines: the newline merges with the indentation, so each lead holds the prefix's last "\n")
     assert all(not tokenizer.decode(p[-1:]).endswith("\n") and lead.endswith("\n") for p, lead in zip(*spm[::2]))
+
+
+def _lcs(a: str, b: str) -> int:
+    """Longest common subsequence by the textbook table (rows of a, columns of b)."""
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            table[i + 1][j + 1] = table[i][j] + 1 if x == y else max(table[i][j + 1], table[i + 1][j])
+    return table[-1][-1]
+
+
+def test_edit_similarity_is_the_indel_ratio_of_line_completion_benchmarks():
+    assert edit_similarity("", "") == 1.0 and edit_similarity("abc", "") == 0.0
+    assert edit_similarity("    return y", "    return x") == pytest.approx(22 / 24)
+    assert edit_similarity("kitten", "sitting") == pytest.approx(2 * 4 / 13)  # rapidfuzz.fuzz.ratio: 61.538...
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        a, b = ("".join(rng.choice(list("ab c\n"), size=rng.integers(0, 12))) for _ in range(2))
+        want = 2 * _lcs(a, b) / (len(a) + len(b)) if a or b else 1.0
+        assert edit_similarity(a, b) == pytest.approx(want) == pytest.approx(edit_similarity(b, a))

@@ -86,11 +86,13 @@ def test_infilling_metrics_modes_follow_the_training(tokenizer, corpus, one_torc
     fim_args = FimArguments(fim_rate=0.5, infill_cases=3, infill_max_new_tokens=8)
     fim = infilling_metrics(model, tokenizer, texts, fim_args, 96)
     plain = infilling_metrics(model, tokenizer, texts, FimArguments(infill_cases=3, infill_max_new_tokens=8), 96)
-    pattern = r"validation_infill_(.*)_(exact_match|middle_bits_per_byte)"
+    pattern = r"validation_infill_(.*)_(exact_match|edit_similarity|middle_bits_per_byte)"
     modes = {re.sub(pattern, r"\1", k) for k in fim if "samples" not in k}
     assert modes == {"psm", "spm", "prefix_only"} and fim["validation_infill_samples"] == 3
     assert set(plain) == {"validation_infill_samples", "validation_infill_prefix_only_exact_match",
+                          "validation_infill_prefix_only_edit_similarity",
                           "validation_infill_prefix_only_middle_bits_per_byte"}  # fmt: skip
+    assert all(0 <= fim[f"validation_infill_{m}_edit_similarity"] <= 1 for m in modes)
     assert (
         plain["validation_infill_prefix_only_middle_bits_per_byte"]
         == fim["validation_infill_prefix_only_middle_bits_per_byte"]
@@ -136,20 +138,27 @@ def test_report_prints_left_to_right_and_infilling_beside_the_plain_run(tmp_path
 
     metrics = {"validation_bits_per_byte": 2.06, "validation_infill_samples": 200,
                "validation_infill_psm_exact_match": 0.3, "validation_infill_spm_exact_match": 0.25,
-               "validation_infill_prefix_only_exact_match": 0.05}  # fmt: skip
+               "validation_infill_prefix_only_exact_match": 0.05, "validation_infill_spm_edit_similarity": 0.6,
+               "validation_infill_prefix_only_edit_similarity": 0.4}  # fmt: skip
     print_fim_comparison({"validation_bits_per_byte": 2.0}, None)  # a plain run without infilling: nothing
     assert capsys.readouterr().out == ""
     print_fim_comparison(metrics, str(tmp_path / "missing.json"))
     out = capsys.readouterr().out
     assert "left-to-right bits per byte 2.060" in out
-    assert "exact match (200 cases): prefix_only 0.050, psm 0.300, spm 0.250" in out
+    assert "single-line infilling (200 cases), by prompt:" in out
+    assert re.search(r"exact match +prefix_only 0\.050, psm 0\.300, spm 0\.250\n", out)
+    assert re.search(r"edit similarity +prefix_only 0\.400, spm 0\.600\n", out)
     assert "no plain-CLM metrics at" in out and "--infill_cases 200" in out
     plain = tmp_path / "plain.json"
-    plain.write_text('{"validation_bits_per_byte": 2.0, "validation_infill_prefix_only_exact_match": 0.1}')
+    plain.write_text(
+        '{"validation_bits_per_byte": 2.0, "validation_infill_prefix_only_exact_match": 0.1, '
+        '"validation_infill_prefix_only_edit_similarity": 0.45}'
+    )
     print_fim_comparison(metrics, str(plain))
     rows = capsys.readouterr().out.splitlines()
-    assert rows[-2].split() == ["left-to-right", "bits", "per", "byte", "2.060", "2.000", "1.030"]
-    assert rows[-1].split()[-4:] == ["0.300", "(psm)", "0.100", "(prefix_only)"]
+    assert rows[-3].split() == ["left-to-right", "bits", "per", "byte", "2.060", "2.000", "1.030"]
+    assert rows[-2].split()[-4:] == ["0.300", "(psm)", "0.100", "(prefix_only)"]
+    assert rows[-1].split()[-5:] == ["similarity", "0.600", "(spm)", "0.450", "(prefix_only)"]
     plain.write_text('{"validation_bits_per_byte": 2.0}')  # a plain run made without --infill_cases
     print_fim_comparison(metrics, str(plain))
     assert "that run has no infilling metrics" in capsys.readouterr().out

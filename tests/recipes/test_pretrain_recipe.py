@@ -127,9 +127,11 @@ def test_fim_demo_trains_a_few_steps_and_reports_left_to_right_and_infilling(tmp
     assert saved["validation_infill_samples"] == 4
     for mode in ("psm", "spm", "prefix_only"):
         assert 0.0 <= saved[f"validation_infill_{mode}_exact_match"] <= 1.0
+        assert saved[f"validation_infill_{mode}_exact_match"] <= saved[f"validation_infill_{mode}_edit_similarity"] <= 1
         assert 0.0 < saved[f"validation_infill_{mode}_middle_bits_per_byte"] < 32
     assert f"left-to-right bits per byte {saved['validation_bits_per_byte']:.3f}" in report
-    assert "single-line infilling exact match (4 cases): prefix_only" in report
+    assert "single-line infilling (4 cases), by prompt:" in report
+    assert re.search(r"edit similarity +prefix_only [\d.]+, psm [\d.]+, spm [\d.]+", report)
     assert re.search(r"left-to-right bits per byte\s+[\d.]+\s+3\.000", report)  # beside the plain run
     card = ModelCard.load(out / "README.md")
     results = {r.metric_type: r.metric_value for r in card.data.eval_results}
