@@ -26,6 +26,16 @@ from hf_lmobj.collators import (
     pack_dataset,
 )
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.data import (
+    DatasetSource,
+    PipelineLoader,
+    PretrainingStream,
+    RowFormat,
+    TextStream,
+    TokenStore,
+    tokenize_to_token_store,
+    write_token_store,
+)
 from hf_lmobj.generation import (
     LeadLogitsProcessor,
     SamplingLogitsProcessor,
@@ -54,6 +64,14 @@ from hf_lmobj.trainer import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DatasetSource",
+    "PipelineLoader",
+    "PretrainingStream",
+    "RowFormat",
+    "TextStream",
+    "TokenStore",
+    "tokenize_to_token_store",
+    "write_token_store",
     # collators
     "DataCollatorForCausalLM",
     "DataCollatorForMaskedLM",

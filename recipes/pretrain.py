@@ -46,6 +46,7 @@ from hf_lmobj.recipes.support.fim_pretraining import (
 from hf_lmobj.recipes.support.models import ModelArguments
 from hf_lmobj.recipes.support.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
 from hf_lmobj.recipes.support.phase_timer import PhaseTimer
+from hf_lmobj.recipes.support.pipeline_data import bounded_documents, prepare_pipeline_data, uses_pipeline
 from hf_lmobj.recipes.support.pretrain_report import (
     PretrainRun,
     ReportArguments,
@@ -87,14 +88,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     timer = PhaseTimer()
     threads = _thread_control(runtime_args)
     set_seed(train_args.seed)
+    streamed = uses_pipeline(data_args)  # streaming / token store / mixture: nothing is loaded whole
+    if streamed and fim_args.fim_rate > 0:
+        raise ValueError("fim_rate > 0 trains from in-memory text only for now; drop streaming / token_store / sources")
     with timer.phase("corpus"):
-        splits = load_text_splits(
+        splits = None if streamed else load_text_splits(
             data_args.dataset_name,
             data_args.dataset_config,
             data_args.text_column,
             data_args.validation_fraction,
             data_args.max_documents,
-        )
+        )  # fmt: skip
     with timer.phase("tokenizer"):
         tokenizer = (
             AutoTokenizer.from_pretrained(data_args.tokenizer_name)
@@ -104,9 +108,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     with timer.phase("data"):
         model = build_pretraining_model(data_args.objective, tokenizer, model_args, aux_args, train_args.seed)
         with train_args.main_process_first(desc="prepare data"):
-            data = prepare_pretraining_data(
-                data_args.objective, tokenizer, splits, data_args, fim_args, model, train_args.seed
-            )
+            if streamed:
+                data, validation_texts = prepare_pipeline_data(
+                    data_args.objective, tokenizer, data_args, train_args.per_device_train_batch_size, model,
+                    train_args.seed,
+                )  # fmt: skip
+            else:
+                data = prepare_pretraining_data(
+                    data_args.objective, tokenizer, splits, data_args, fim_args, model, train_args.seed
+                )
+                validation_texts = list(splits["validation"][data_args.text_column])
+        if data.train_documents is not None:  # the report's n-gram baseline fits on a bounded sample
+            data.train_documents = bounded_documents(data.train_documents, data_args.report_sample_tokens)
     trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
     trainer = trainer_class(
         model=model,
@@ -127,8 +140,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             fresh.set_epoch(0)
             name = "eval_masked_accuracy" if data_args.objective in MASKED_OBJECTIVES else "eval_span_accuracy"
             metrics[name] = target_token_accuracy(token_predictor(trainer.model), data.eval_dataset, fresh)
-    metrics.update(_train_statistics(train_metrics, trainer, data))
-    validation_texts = list(splits["validation"][data_args.text_column])
+    metrics.update(_train_statistics(train_metrics, trainer, data, data_args.report_sample_tokens))
+    metrics.update(trainer.pipeline_token_counts())  # collective: every rank
     if data_args.objective in CAUSAL_OBJECTIVES:
         with timer.phase("scoring"):
             if threads:
@@ -180,11 +193,14 @@ def _fit_to_budget(trainer, runtime_args: RuntimeArguments, threads) -> StepBudg
     return fit_max_steps_to_budget(trainer, runtime_args.max_train_minutes)
 
 
-def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
-    """Training throughput (tokens per second of the training phase) and the unigram entropy of the tokens."""
+def _train_statistics(train_metrics: dict, trainer, data, sample_tokens: int) -> dict[str, float]:
+    """Training throughput (tokens per second of the training phase) and the unigram entropy of the
+    first ``sample_tokens`` training tokens."""
+    documents = data.train_documents if data.train_documents is not None else data.train_dataset
+    sample = bounded_documents(documents, sample_tokens)
     stats = {
         "train_runtime": train_metrics["train_runtime"],
-        "train_unigram_entropy": unigram_entropy(data.train_dataset),
+        "train_unigram_entropy": unigram_entropy(sample),
     }
     if trainer.state.num_input_tokens_seen:
         stats["train_tokens_seen"] = trainer.state.num_input_tokens_seen

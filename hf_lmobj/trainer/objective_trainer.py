@@ -13,6 +13,13 @@ What it changes, and only that:
   micro-batches, summed over processes when ``average_tokens_across_devices`` (the default). Each
   micro-batch loss is ``sum / count`` (times the process count, as DDP averages gradients), so
   accumulation and data parallelism give the gradients of one big batch.
+* **the training data** (``get_train_dataloader``): a :class:`~hf_lmobj.data.PretrainingStream`
+  is read through :class:`~hf_lmobj.data.PipelineLoader` (this rank's slice, ranks kept in step,
+  each row once per epoch), not through accelerate's dispatcher; the tokens each source gave are
+  logged with the loss (``train_tokens_<source>``). A plain ``IterableDataset`` on several
+  processes gets tensor-only batches (accelerate's dispatcher concatenates tensors; the model runs
+  without a cache through ``TrainingArguments.use_cache``). ``seq_lengths`` (the document lengths of
+  a packed row) is kept like a model input.
 * **saving** (``save_model``): a model sharded by torch's ``fully_shard`` without accelerate knowing
   it (FSDP2 applied by hand, or accelerate's CPU fallback) is gathered on every rank and written
   whole by the main process, as accelerate does for its own FSDP / ZeRO-3; call it on every rank.
@@ -44,6 +51,8 @@ from torch import nn
 from transformers import Trainer
 
 from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.data.loader import PipelineLoader
+from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
@@ -99,6 +108,20 @@ def make_compute_loss_func(
     return compute_loss_func
 
 
+class _TensorsOnly:
+    """A collator without its non-tensor entries (``use_cache``), which accelerate's dispatcher cannot send."""
+
+    def __init__(self, collator: Callable[..., dict[str, Any]]) -> None:
+        self.collator = collator
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        return {k: v for k, v in self.collator(features).items() if isinstance(v, torch.Tensor)}
+
+
+def _tensors_only(collator: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    return collator if isinstance(collator, _TensorsOnly) else _TensorsOnly(collator)
+
+
 class ObjectiveTrainer(Trainer):
     """``Trainer`` computing the causal / masked / seq2seq loss exactly and without full logits.
 
@@ -134,6 +157,52 @@ class ObjectiveTrainer(Trainer):
         self.use_linear_head = check_flag(use_linear_head, "use_linear_head")
         self._eval_totals: torch.Tensor | None = None  # (2,) float64: NLL sum, target count
         self._eval_rows: torch.Tensor | None = None  # (B, 2) of the last evaluated batch
+        self._pipeline_loader: PipelineLoader | None = None
+
+    # ---- the training data ----------------------------------------------------------------
+    def get_train_dataloader(self):
+        """A ``PretrainingStream`` through ``PipelineLoader``; anything else as the stock Trainer does."""
+        if not isinstance(self.train_dataset, PretrainingStream):
+            if isinstance(self.train_dataset, torch.utils.data.IterableDataset) and self.args.world_size > 1:
+                self.data_collator = _tensors_only(self.data_collator)
+            return super().get_train_dataloader()
+        stream = self.train_dataset.shard(self.args.process_index, self.args.world_size)
+        if stream.batch_size != self._train_batch_size:
+            raise ValueError(
+                f"the PretrainingStream makes batches of {stream.batch_size} rows but "
+                f"per_device_train_batch_size is {self._train_batch_size}; build the stream with batch_size="
+                f"{self._train_batch_size}"
+            )
+        self._pipeline_loader = PipelineLoader(
+            stream,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+            prefetch_factor=self.args.dataloader_prefetch_factor,
+            persistent_workers=self.args.dataloader_persistent_workers,
+            multiprocessing_context=self.args.dataloader_multiprocessing_context,
+        )
+        return self._pipeline_loader
+
+    def _set_signature_columns_if_needed(self) -> None:
+        super()._set_signature_columns_if_needed()
+        if "seq_lengths" not in self._signature_columns:  # a packed row's boundaries, read by the collator
+            self._signature_columns.append("seq_lengths")
+
+    def pipeline_token_counts(self) -> dict[str, int]:
+        """``train_tokens_<source>``: tokens each pipeline source gave, summed over ranks (call on every rank)."""
+        loader = self._pipeline_loader
+        if loader is None:
+            return {}
+        counts = torch.as_tensor(loader.tokens_by_source, dtype=torch.float64)
+        if self.args.world_size > 1:
+            counts = self.accelerator.reduce(counts.to(self.args.device), reduction="sum").cpu()
+        return {f"train_tokens_{name}": int(count) for name, count in zip(loader.dataset.names, counts.tolist())}
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """The stock log, plus the tokens each pipeline source gave so far (summed over ranks)."""
+        if "loss" in logs:
+            logs.update(self.pipeline_token_counts())
+        super().log(logs, start_time)
 
     # ---- counting -------------------------------------------------------------------------
     def _has_targets(self, batch: Mapping[str, Any]) -> bool:

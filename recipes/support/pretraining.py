@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,26 @@ class DataArguments:
     max_eval_rows: int | None = field(
         default=64, metadata={"help": "Validation rows (a fixed random subset) for eval_loss; None = all."}
     )
+    streaming: bool = field(
+        default=False, metadata={"help": "Stream dataset_name (never loaded whole): each rank reads its own slice."}
+    )
+    token_store: str | None = field(
+        default=None, metadata={"help": "A token store folder (recipes/tokenize.py) to train on instead of text."}
+    )
+    sources: str | None = field(
+        default=None,
+        metadata={
+            "help": "A mixture: a YAML list / JSON string of {dataset_name: ... | token_store: ..., weight: w, "
+            "name: ..., text_column: ...}; weights are shares of the tokens."
+        },
+    )
+    max_validation_documents: int = field(
+        default=100, metadata={"help": "Streaming / token store: validation documents read (held out of training)."}
+    )
+    report_sample_tokens: int = field(
+        default=20_000_000,
+        metadata={"help": "Training tokens the report's statistics (unigram entropy, n-gram baseline) fit on."},
+    )
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -79,6 +100,37 @@ class DataArguments:
             raise ValueError(f"max_length must be at least 2, got {self.max_length}")
         if self.max_eval_rows is not None and self.max_eval_rows <= 0:
             raise ValueError("max_eval_rows must be positive or None")
+        self.sources = _parse_sources(self.sources)
+        for name in ("max_validation_documents", "report_sample_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.token_store and self.sources:
+            raise ValueError("give token_store or sources, not both (a token store can be one of the sources)")
+
+
+def _parse_sources(value: Any) -> list[dict[str, Any]] | None:
+    """``sources`` from YAML (a list) or the command line (a JSON string), each entry checked."""
+    if value is None or value == []:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"sources must be a JSON list of {{dataset_name|token_store, weight}}: {error}") from None
+    if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+        raise ValueError(f"sources must be a list of mappings, got {value!r}")
+    allowed = {"dataset_name", "token_store", "weight", "name", "text_column", "dataset_config"}
+    for index, entry in enumerate(value):
+        unknown = sorted(set(entry) - allowed)
+        if unknown:
+            raise ValueError(f"sources[{index}]: unknown keys {unknown}; allowed: {sorted(allowed)}")
+        if bool(entry.get("dataset_name")) == bool(entry.get("token_store")):
+            raise ValueError(f"sources[{index}]: give exactly one of dataset_name (streamed text) or token_store")
+        weight = entry.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0 or weight == float("inf"):
+            raise ValueError(f"sources[{index}]: weight must be a number > 0 (a share of the tokens), got {weight!r}")
+    return value
 
 
 @dataclass

@@ -1,0 +1,128 @@
+"""``PipelineLoader``: the ``DataLoader`` over a :class:`~hf_lmobj.data.pipeline.PretrainingStream`.
+
+It runs the stream in ``num_workers`` worker processes (each makes whole batches), unwraps the
+batches in step order and keeps the ranks in step: a planned stream has the same number of steps
+on every rank by construction (``len(loader)``); for a streamed one the ranks agree at each step
+whether any of them still has data (one all-reduce of a flag), and a rank that has run out trains
+ghost batches (every target -100) until all have, so no rank stops early and nothing is repeated.
+It also counts the tokens each source gave (``tokens_by_source``), for the logs and the card.
+
+Not passed through ``accelerator.prepare``: accelerate would dispatch or re-shard batches that are
+already this rank's own; the Trainer moves them to the device.
+
+Example:
+    >>> import datasets
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> from hf_lmobj import DataCollatorForCausalLM
+    >>> from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12, 13]]})
+    >>> stream = PretrainingStream([docs], RowFormat("packed", 4), DataCollatorForCausalLM(tok, max_length=4),
+    ...                            batch_size=2, shuffle=False)
+    >>> loader = PipelineLoader(stream)
+    >>> len(loader), [batch["input_ids"].shape[0] for batch in loader], loader.tokens_by_source.tolist()
+    (2, [2, 1], [9])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+
+from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
+
+__all__ = ["PipelineLoader"]
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+class PipelineLoader:
+    """Batches of ``stream`` for this rank, in step order, ranks kept in step (see the module docstring)."""
+
+    def __init__(
+        self,
+        stream: PretrainingStream,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        multiprocessing_context: Any = None,
+    ) -> None:
+        if not isinstance(stream, PretrainingStream):
+            raise TypeError(f"PipelineLoader takes a PretrainingStream, got {type(stream).__name__}")
+        self.dataset = stream
+        self.num_workers = int(num_workers)
+        self._loader_kwargs = {
+            "batch_size": None,
+            "num_workers": self.num_workers,
+            "collate_fn": _identity,
+            "pin_memory": pin_memory,
+            "prefetch_factor": prefetch_factor if self.num_workers else None,
+            "persistent_workers": persistent_workers and self.num_workers > 0,
+            "multiprocessing_context": multiprocessing_context if self.num_workers else None,
+        }
+        self.tokens_by_source = np.zeros(len(stream.sources), dtype=np.int64)
+        self.batches_seen = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.dataset.batch_size
+
+    def __len__(self) -> int:
+        steps = self.dataset.steps_per_epoch()
+        if steps is None:
+            raise TypeError("a streamed PipelineLoader has no length (the data decides when the epoch ends)")
+        return steps
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        items = self._items()
+        if self.dataset.planned or self.dataset.world_size == 1:
+            yield from (self._take(item) for item in items)
+        else:
+            yield from self._in_step(items)
+
+    def _items(self) -> Iterator[dict[str, Any]]:
+        expected = self.dataset.start_step
+        for item in DataLoader(self.dataset, **self._loader_kwargs):
+            if self.dataset.planned and item["step"] != expected:  # workers must come back in step order
+                raise RuntimeError(f"expected step {expected} from the workers, got {item['step']}")
+            expected += 1
+            yield item
+
+    def _take(self, item: dict[str, Any]) -> dict[str, Any]:
+        self.tokens_by_source += item["tokens"]
+        self.batches_seen += 1
+        return item["batch"]
+
+    def _in_step(self, items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Streamed on several ranks: stop when every rank is out of data, ghosts until then."""
+        last = None
+        while True:
+            item = next(items, None)
+            if not _any_rank(item is not None):
+                return
+            if item is not None:
+                last = self._take(item)
+                yield last
+            else:
+                yield ghost_batch(last if last is not None else self.dataset.template_batch())
+
+
+def _any_rank(flag: bool) -> bool:
+    """True when ``flag`` is True on any rank of the default process group."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    value = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())

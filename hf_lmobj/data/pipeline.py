@@ -1,0 +1,211 @@
+"""``PretrainingStream``: sources -> (mix) -> rows -> batches, sharded over ranks and workers.
+
+The dataset a :class:`~hf_lmobj.ObjectiveTrainer` (or :class:`~hf_lmobj.data.loader.PipelineLoader`)
+trains on. It yields *collated batches* of exactly ``batch_size`` rows (the last step of an epoch
+may hold fewer), each made by the objective's collator from the rows of
+:mod:`hf_lmobj.data.rows` (packed rows for causal, pieces for masked / span), so the collator never
+re-packs and memory per step is what ``per_device_train_batch_size`` says.
+
+Two regimes, chosen by the sources:
+
+* **planned** (one random-access source: a token store or a tokenized in-memory ``Dataset``): the
+  epoch is planned from document lengths (:class:`~hf_lmobj.data.planned.EpochPlan`); global step
+  ``s`` is the same rows on any world size and any number of workers; every rank runs
+  ``steps_per_epoch()`` steps; each row is trained once per epoch. Worker ``w`` of ``n`` makes the
+  steps ``s = w (mod n)``, which the ``DataLoader`` returns in order.
+* **streamed** (a text stream, or a mixture of sources): each (rank, worker) unit reads its own
+  disjoint slice (:class:`~hf_lmobj.data.streamed.UnitReader`); the epoch's length is unknown, so
+  the ranks agree on its end step by step (:class:`~hf_lmobj.data.loader.PipelineLoader`).
+
+A rank with no row left in a step that others still train gets a *ghost batch*: a real batch with
+every target ignored (-100), so all ranks step together and no row is trained twice.
+
+Example:
+    >>> import datasets
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> from hf_lmobj import DataCollatorForCausalLM
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12, 13]]})
+    >>> collator = DataCollatorForCausalLM(tok, max_length=4, packing=True)
+    >>> stream = PretrainingStream([DatasetSource(docs)], RowFormat("packed", 4), collator, batch_size=2, shuffle=False)
+    >>> len(stream), stream.steps_per_epoch()
+    (3, 2)
+    >>> [item["batch"]["input_ids"].shape[0] for item in stream]
+    [2, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.data.mixture import normalized_weights
+from hf_lmobj.data.planned import EpochPlan
+from hf_lmobj.data.rows import RowFormat, row_feature
+from hf_lmobj.data.sources import DatasetSource, is_random_access
+from hf_lmobj.data.streamed import UnitReader
+from hf_lmobj.validation import check_length
+
+__all__ = ["PretrainingStream", "ghost_batch", "TARGET_KEYS"]
+
+#: Batch keys holding training targets; a ghost batch sets them all to -100.
+TARGET_KEYS = ("labels", "shift_labels")
+
+
+def ghost_batch(batch: dict[str, Any]) -> dict[str, Any]:
+    """``batch`` with every target ignored: the model runs, nothing is trained, no gradient added."""
+    ghost = dict(batch)
+    for key in TARGET_KEYS:
+        if isinstance(ghost.get(key), torch.Tensor):
+            ghost[key] = torch.full_like(ghost[key], IGNORE_INDEX)
+    return ghost
+
+
+class PretrainingStream(torch.utils.data.IterableDataset):
+    """Collated batches of one rank from ``sources`` (see the module docstring).
+
+    Args:
+        sources: random-access sources (``DatasetSource``, ``TokenStore``) and / or ``TextStream`` s.
+        row_format: ``RowFormat("packed", max_length)`` (causal) or ``RowFormat("pieces", n)``.
+        collator: the objective's collator, called on each batch's row features.
+        batch_size: rows per batch (``per_device_train_batch_size``).
+        weights: share of the tokens of each source (several sources); normalized.
+        names: what logs call each source (default ``source0``, ``source1``, ...).
+        seed: orders documents and blocks; the collator's own seed keys its masks / noise.
+        shuffle: shuffle documents (once) and blocks (each epoch); False keeps the sources' order.
+        block_documents: documents laid out together (larger packs tighter, holds more in memory).
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Any],
+        row_format: RowFormat,
+        collator: Callable[[list[dict[str, Any]]], dict[str, Any]],
+        batch_size: int,
+        *,
+        weights: Sequence[float] | None = None,
+        names: Sequence[str] | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        block_documents: int = 1000,
+    ) -> None:
+        sources = [DatasetSource(s) if _is_dataset(s) else s for s in sources]
+        if not sources:
+            raise ValueError("sources is empty; give at least one source")
+        self.names = list(names) if names is not None else [f"source{i}" for i in range(len(sources))]
+        if len(self.names) != len(sources):
+            raise ValueError(f"got {len(self.names)} names for {len(sources)} sources")
+        if len(sources) > 1 and weights is None:
+            raise ValueError("several sources need weights (their share of the tokens), e.g. weights=[0.7, 0.3]")
+        self.weights = normalized_weights(weights, self.names) if weights is not None else None
+        self.sources, self.row_format, self.collator = list(sources), row_format, collator
+        self.batch_size = check_length(batch_size, "batch_size")
+        self.block_documents = check_length(block_documents, "block_documents")
+        self.seed, self.shuffle = int(seed), bool(shuffle)
+        self.rank, self.world_size, self.epoch, self.start_step = 0, 1, 0, 0
+        self.plan = None
+        if len(sources) == 1 and is_random_access(sources[0]):
+            self.plan = EpochPlan(sources[0].lengths, row_format, block_documents, seed, shuffle)
+        self.reader = UnitReader(self.sources, row_format, self.weights, block_documents, seed, shuffle)
+
+    # ---- placement -------------------------------------------------------------------------
+    @property
+    def planned(self) -> bool:
+        return self.plan is not None
+
+    def shard(self, rank: int, world_size: int) -> PretrainingStream:
+        """Read as rank ``rank`` of ``world_size`` (the trainer calls this before iterating)."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+        self.rank, self.world_size = int(rank), int(world_size)
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        if self.plan is None:
+            raise TypeError("a streamed or mixed PretrainingStream has no length; set max_steps")
+        return self.plan.num_rows
+
+    def steps_per_epoch(self) -> int | None:
+        """Steps every rank runs in one epoch (planned), or None (streamed: ends when the data does)."""
+        return None if self.plan is None else self.plan.steps(self.batch_size, self.world_size)
+
+    # ---- iteration -------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if hasattr(self.collator, "set_epoch"):
+            self.collator.set_epoch(self.epoch)
+        if self.plan is not None:
+            yield from self._planned_batches(worker, workers)
+        else:
+            yield from self._streamed_batches(self.rank * workers + worker, self.world_size * workers)
+
+    def _planned_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
+        plan, source = self.plan, self.sources[0]
+        last = plan.num_rows - 1
+        for step in range(self.start_step + worker, plan.steps(self.batch_size, self.world_size), workers):
+            rows = plan.rows_of_step(step, self.rank, self.batch_size, self.world_size, self.epoch)
+            features = [self._planned_row(source, row) for row in (rows or [last])]
+            batch = self.collator(features)
+            tokens = np.array([sum(len(f["input_ids"]) for f in features) if rows else 0], dtype=np.int64)
+            yield {"step": step, "batch": batch if rows else ghost_batch(batch), "tokens": tokens}
+
+    def _planned_row(self, source: Any, row: int) -> dict[str, Any]:
+        block, layout, within = self.plan.locate(row)
+        docs = self.plan.block_docs(block)
+        needed = layout.chunk_doc[layout.row_offsets[within] : layout.row_offsets[within + 1]]
+        loaded = {int(d): source.document(int(docs[d])) for d in needed.tolist()}
+        return row_feature(layout, within, _Lookup(loaded), self.row_format)
+
+    def _streamed_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
+        features: list[dict[str, Any]] = []
+        tokens = np.zeros(len(self.sources), dtype=np.int64)
+        step = 0
+        for feature, by_source in self.reader.rows(unit, units, self.epoch):
+            features.append(feature)
+            tokens += by_source
+            if len(features) == self.batch_size:
+                yield {"step": step, "batch": self.collator(features), "tokens": tokens}
+                features, tokens, step = [], np.zeros_like(tokens), step + 1
+        if features:
+            yield {"step": step, "batch": self.collator(features), "tokens": tokens}
+
+    def template_batch(self) -> dict[str, Any]:
+        """A ghost batch of one real row, for a rank whose slice held no document at all."""
+        feature, _ = next(iter(self.reader.rows(0, 1, self.epoch)))
+        return ghost_batch(self.collator([feature]))
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the rows depend on: sources, weights, row format, block size, seed, shuffle."""
+        return {
+            "sources": [s.fingerprint() for s in self.sources],
+            "names": self.names,
+            "weights": None if self.weights is None else [round(float(w), 12) for w in self.weights],
+            "rows": [self.row_format.kind, self.row_format.max_length],
+            "block_documents": self.block_documents,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+        }
+
+
+class _Lookup:
+    """``docs[d]`` for the few block documents one row needs (a dict keyed by block index)."""
+
+    def __init__(self, loaded: dict[int, np.ndarray]) -> None:
+        self.loaded = loaded
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.loaded[index]
+
+
+def _is_dataset(value: Any) -> bool:
+    import datasets
+
+    return isinstance(value, datasets.Dataset)

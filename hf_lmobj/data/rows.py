@@ -1,0 +1,105 @@
+"""Rows from documents: where each token of a block of documents goes, for every objective.
+
+A *block* is a group of documents laid out together. Two row kinds:
+
+* ``"packed"`` (causal): best-fit-decreasing of the block's documents into rows of at most
+  ``max_length`` tokens; a document longer than a row is cut into chunks. A row is one feature
+  ``{"input_ids": [...], "seq_lengths": [...]}`` that :class:`~hf_lmobj.DataCollatorForCausalLM`
+  keeps as one row, each chunk its own document.
+* ``"pieces"`` (masked, span, UL2, text infilling): each document cut into consecutive pieces of at
+  most ``max_length`` tokens; one piece is one feature ``{"input_ids": [...]}`` that the objective's
+  collator masks or corrupts on its own.
+
+Nothing is dropped: every token of the block lands in exactly one row. The layout depends on the
+lengths alone, so a plan can be made without reading a token (see :mod:`hf_lmobj.data.planned`).
+
+Example:
+    >>> layout = block_layout(np.array([3, 2, 4]), RowFormat("packed", 5))
+    >>> layout.num_rows, layout.chunk_doc.tolist(), layout.row_offsets.tolist()
+    (2, [2, 0, 1], [0, 1, 3])
+    >>> docs = [np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])]
+    >>> row_feature(layout, 1, docs, RowFormat("packed", 5))
+    {'input_ids': [1, 2, 3, 4, 5], 'seq_lengths': [3, 2]}
+    >>> block_layout(np.array([5, 2]), RowFormat("pieces", 2)).chunk_len.tolist()
+    [2, 2, 1, 2]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hf_lmobj.collators._rows import chunk_documents, pack_layout
+from hf_lmobj.validation import check_length
+
+__all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "row_feature"]
+
+ROW_KINDS = ("packed", "pieces")
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """How documents become rows: ``kind`` (``"packed"`` / ``"pieces"``) and the row length."""
+
+    kind: str
+    max_length: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in ROW_KINDS:
+            raise ValueError(f"row kind must be one of {ROW_KINDS}, got {self.kind!r}")
+        check_length(self.max_length, "max_length", 2, "a row needs a token and the next one")
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """The rows of one block: chunk ``c`` is ``docs[chunk_doc[c]][chunk_start[c]:][:chunk_len[c]]``."""
+
+    chunk_doc: np.ndarray  # (C,) document index within the block
+    chunk_start: np.ndarray  # (C,) first token within its document
+    chunk_len: np.ndarray  # (C,)
+    row_offsets: np.ndarray  # (R + 1,) chunks of row r are row_offsets[r]:row_offsets[r + 1]
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.row_offsets.size - 1)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.chunk_len.sum())
+
+
+def block_layout(lengths: np.ndarray, fmt: RowFormat) -> BlockLayout:
+    """The rows of documents of ``lengths`` (empty documents hold no token and get no row)."""
+    lengths = np.asarray(lengths, dtype=np.int64)  # (D,)
+    doc_starts = np.cumsum(lengths) - lengths  # (D,) flat start of each document
+    keep = np.flatnonzero(lengths > 0)
+    if fmt.kind == "pieces":
+        starts, sizes, owner = chunk_documents(doc_starts[keep], lengths[keep], fmt.max_length)
+        docs = keep[owner]
+        return BlockLayout(docs, starts - doc_starts[docs], sizes, np.arange(sizes.size + 1))
+    layout = pack_layout(doc_starts[keep], lengths[keep], fmt.max_length)
+    order = np.lexsort((layout.offsets, layout.rows))  # (C,) chunks in row order
+    starts, sizes, rows = layout.starts[order], layout.lengths[order], layout.rows[order]
+    docs = np.searchsorted(doc_starts, starts, side="right") - 1  # (C,) owning document (the last starting there)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=layout.num_rows))])
+    return BlockLayout(docs, starts - doc_starts[docs], sizes, offsets)
+
+
+def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: RowFormat) -> dict[str, Any]:
+    """Row ``row`` of ``layout`` as the feature its collator takes (``docs``: the block's token ids)."""
+    first, last = int(layout.row_offsets[row]), int(layout.row_offsets[row + 1])
+    pieces = [
+        docs[d][s : s + n]
+        for d, s, n in zip(
+            layout.chunk_doc[first:last].tolist(),
+            layout.chunk_start[first:last].tolist(),
+            layout.chunk_len[first:last].tolist(),
+        )
+    ]
+    ids = np.concatenate(pieces).tolist() if len(pieces) > 1 else pieces[0].tolist()
+    if fmt.kind == "pieces":
+        return {"input_ids": ids}
+    return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}

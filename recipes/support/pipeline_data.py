@@ -1,0 +1,164 @@
+"""The pre-training recipe's data past memory: streamed text, token stores and mixtures.
+
+``prepare_pipeline_data`` is what ``recipes/pretrain.py`` calls when ``streaming: true``,
+``token_store:`` or ``sources:`` is set. The training data is a :class:`~hf_lmobj.data.PretrainingStream`
+(each rank reads its own slice; nothing is tokenized or packed ahead); what the report needs is
+bounded: the validation text is at most ``max_validation_documents`` documents, and the statistics
+(unigram entropy, the n-gram baseline) fit on the first ``report_sample_tokens`` training tokens.
+
+Validation text: the named dataset's ``validation`` split (streamed, bounded), else its first
+``max_validation_documents`` documents held out of training; for token-store-only runs the
+embedded corpus's validation split (what ``recipes/tokenize.py`` leaves out) or ``dataset_name``'s.
+
+Example:
+    >>> spec = source_specs(DataArguments(sources='[{"token_store": "a", "weight": 3}, {"dataset_name": "b", "weight": 1}]'))
+    >>> [(s["kind"], s["name"], s["weight"]) for s in spec]
+    [("token_store", "a", 3.0), ("stream", "b", 1.0)]
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from hf_lmobj.corpus import load_stdlib_corpus
+from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
+from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.recipes.support.pretraining import (
+    CAUSAL_OBJECTIVES,
+    MASKED_OBJECTIVES,
+    DataArguments,
+    ObjectiveData,
+    prepare_objective_data,
+)
+
+__all__ = ["uses_pipeline", "source_specs", "prepare_pipeline_data", "bounded_documents"]
+
+
+def uses_pipeline(args: DataArguments) -> bool:
+    """Whether the run reads its training data through the streaming pipeline."""
+    return bool(args.streaming or args.token_store or args.sources)
+
+
+def source_specs(args: DataArguments) -> list[dict[str, Any]]:
+    """The run's sources as ``{"kind", "name", "weight", "location", ...}`` (one when no mixture)."""
+    if not args.sources:
+        if args.token_store:
+            spec = {"kind": "token_store", "name": _short_name(args.token_store), "location": args.token_store}
+            return [{**spec, "weight": 1.0}]
+        if args.dataset_name is None:
+            raise ValueError("streaming: true needs dataset_name (a Hub id or local files); or set token_store")
+        return [{"kind": "stream", "name": _short_name(args.dataset_name), "weight": 1.0, "location": args.dataset_name,
+                 "dataset_config": args.dataset_config, "text_column": args.text_column}]  # fmt: skip
+    specs = []
+    for entry in args.sources:
+        where = entry.get("token_store") or entry.get("dataset_name")
+        kind = "token_store" if entry.get("token_store") else "stream"
+        specs.append({
+            "kind": kind, "name": str(entry.get("name", _short_name(where))), "weight": float(entry["weight"]), "location": where,
+            "dataset_config": entry.get("dataset_config"), "text_column": entry.get("text_column", args.text_column),
+        })  # fmt: skip
+    names = [s["name"] for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sources: names must differ (got {names}); give each entry a distinct name:")
+    return specs
+
+
+def _short_name(location: str) -> str:
+    """What logs call a source: a local folder's or a Hub id's last part (``data/stdlib_store`` -> ``stdlib_store``)."""
+    return Path(str(location).rstrip("/")).name or str(location)
+
+
+def _stream_split(spec: dict[str, Any], split: str) -> datasets.IterableDataset | None:
+    loaded = datasets.load_dataset(spec["location"], spec.get("dataset_config"), streaming=True)
+    return loaded[split] if split in loaded else None
+
+
+def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int) -> Any:
+    if spec["kind"] == "token_store":
+        return TokenStore.open(spec["location"])
+    train = _stream_split(spec, "train")
+    if train is None:
+        raise ValueError(f"source {spec['name']!r} has no 'train' split")
+    if held_out:
+        train = train.skip(held_out)
+    add_bos = objective in CAUSAL_OBJECTIVES
+    add_eos = objective in CAUSAL_OBJECTIVES + MASKED_OBJECTIVES
+    return TextStream(train, tokenizer, spec["text_column"], add_bos, add_eos, name=spec["name"])
+
+
+def _validation_text(specs: list[dict[str, Any]], args: DataArguments) -> tuple[datasets.Dataset, int]:
+    """At most ``max_validation_documents`` texts, and how many the first stream holds out of training."""
+    limit = args.max_validation_documents
+    stream = next((s for s in specs if s["kind"] == "stream"), None)
+    if stream is None and args.dataset_name is None:
+        texts = load_stdlib_corpus(args.validation_fraction)["validation"][args.text_column][:limit]
+        return datasets.Dataset.from_dict({args.text_column: texts}), 0
+    spec = stream or {
+        "location": args.dataset_name,
+        "dataset_config": args.dataset_config,
+        "text_column": args.text_column,
+    }
+    column = spec["text_column"]
+    validation = _stream_split(spec, "validation")
+    held_out = 0
+    if validation is None:
+        validation, held_out = _stream_split(spec, "train"), limit
+    texts = [row[column] for row in itertools.islice(validation, limit)]
+    if not texts:
+        raise ValueError(f"no validation text in {spec['location']!r}; it needs at least one document")
+    return datasets.Dataset.from_dict({args.text_column: texts}), held_out if stream is not None else 0
+
+
+def bounded_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Dataset:
+    """The first rows of a tokenized ``dataset`` holding at most about ``max_tokens`` tokens (all when fewer)."""
+    lengths = dataset.data.column("input_ids").combine_chunks().value_lengths().to_numpy(zero_copy_only=False)
+    keep = int((lengths.cumsum() < max_tokens).sum()) + 1
+    return dataset if keep >= dataset.num_rows else dataset.select(range(keep))
+
+
+def _sample_documents(stream: PretrainingStream, max_tokens: int) -> datasets.Dataset:
+    """The first documents of the training mixture, up to ``max_tokens`` tokens (report statistics)."""
+    rows, total = [], 0
+    for feature, _ in stream.reader.rows(0, 1, 0):
+        rows.append(feature["input_ids"])
+        total += len(feature["input_ids"])
+        if total >= max_tokens:
+            break
+    return datasets.Dataset.from_dict({"input_ids": rows})
+
+
+def prepare_pipeline_data(
+    objective: str,
+    tokenizer: PreTrainedTokenizerBase,
+    args: DataArguments,
+    batch_size: int,
+    model: PreTrainedModel | None = None,
+    seed: int = 0,
+) -> tuple[ObjectiveData, list[str]]:
+    """The stream, the bounded eval set, the collator and the validation texts of a pipeline run."""
+    specs = source_specs(args)
+    validation, held_out = _validation_text(specs, args)
+    local = datasets.DatasetDict(train=validation.select(range(min(8, validation.num_rows))), validation=validation)
+    data = prepare_objective_data(objective, tokenizer, local, args, model, seed)  # eval set + the collator
+    sources = [_open_source(s, tokenizer, objective, held_out if i == 0 else 0) for i, s in enumerate(specs)]
+    if objective in CAUSAL_OBJECTIVES:
+        fmt = RowFormat("packed", args.max_length)
+    else:
+        fmt = RowFormat("pieces", getattr(data.collator, "raw_tokens_length", args.max_length))
+    weights = [s["weight"] for s in specs] if len(specs) > 1 else None
+    stream = PretrainingStream(sources, fmt, data.collator, batch_size, weights=weights,
+                               names=[s["name"] for s in specs], seed=seed)  # fmt: skip
+    data.train_dataset, data.callbacks = stream, []
+    data.train_documents = _sample_documents(stream, args.report_sample_tokens)
+    data.hyperparameters = {
+        **{k: v for k, v in data.hyperparameters.items() if not k.startswith("train_")},
+        "rows": fmt.kind,
+        "sources": [{"name": s["name"], "kind": s["kind"], "weight": s["weight"]} for s in specs],
+        "report_sample_tokens": args.report_sample_tokens,
+    }
+    return data, list(validation[args.text_column])

@@ -1,0 +1,32 @@
+"""Over one epoch every document is trained exactly once, on 1 and 2 processes, with 0 and 2 workers.
+
+Each run is a real ``torchrun`` of ``tests/scripts/pipeline_epoch.py`` (ObjectiveTrainer, gloo); every
+rank records the documents of the rows it trained. Together they must be the corpus exactly (no
+document missing, none twice), and every rank must take the same number of optimizer steps.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pipeline_epoch import documents
+
+from hf_lmobj.corpus import build_tokenizer
+from tests.testing_utils import SCRIPTS, torchrun
+
+SCRIPT = SCRIPTS / "pipeline_epoch.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("source", ["dataset", "stream", "store"])
+def test_every_document_once_per_epoch_and_ranks_in_step(tmp_path, source, workers, processes):
+    torchrun(SCRIPT, processes, str(tmp_path), source, str(workers), timeout=300)
+    records = [torch.load(tmp_path / f"rank{r}.pt") for r in range(processes)]
+    trained = sorted(doc for record in records for doc in record["documents"])
+    expected = sorted(tuple(doc) for doc in documents(build_tokenizer(vocab_size=512, max_documents=20)))
+    assert trained == expected  # each document once: none missing, none repeated
+    assert len({record["steps"] for record in records}) == 1  # the ranks stepped together
+    assert len({record["micro_batches"] for record in records}) == 1
+    assert records[0]["steps"] > 0

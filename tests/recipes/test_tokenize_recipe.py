@@ -1,0 +1,76 @@
+"""recipes/tokenize_corpus.py end to end: a local JSONL folder, the embedded corpus, and the script run as a script."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.data.token_store import TokenStore
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = ["def f(x):\n    return x\n", "print('a </s> b')\n", "", "import os\n", "x = 1\ny = 2\n"]
+
+
+def load_tokenize_recipe():
+    spec = importlib.util.spec_from_file_location("tokenize_recipe", ROOT / "recipes" / "tokenize_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def decoded(store: TokenStore, tokenizer) -> list[str]:
+    """Each document without its BOS / EOS, decoded with ``tokenizer``."""
+    documents = [store.document(i).tolist() for i in range(len(store))]
+    assert all(d[0] == tokenizer.bos_token_id and d[-1] == tokenizer.eos_token_id for d in documents)
+    return [tokenizer.decode(d[1:-1]) for d in documents]
+
+
+def test_a_local_jsonl_folder_becomes_a_store_with_its_tokenizer(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for index, part in enumerate((TEXTS[:3], TEXTS[3:])):  # two files, read in name order
+        lines = [json.dumps({"content": text, "id": i}) for i, text in enumerate(part)]
+        (folder / f"part-{index}.jsonl").write_text("\n".join(lines) + "\n")
+    tokenizer_dir = tmp_path / "tok"
+    build_tokenizer(vocab_size=512, max_documents=20).save_pretrained(tokenizer_dir)
+    args = ["--dataset_name", str(folder), "--text_column", "content", "--tokenizer_name", str(tokenizer_dir)]
+    recipe = load_tokenize_recipe()
+    store = recipe.main([*args, "--num_proc", "2", "--output_dir", str(tmp_path / "store")])
+    assert "5 documents" in capsys.readouterr().out and store.meta["text_column"] == "content"
+    saved = AutoTokenizer.from_pretrained(tmp_path / "store" / "tokenizer")
+    assert decoded(TokenStore.open(tmp_path / "store"), saved) == TEXTS
+    streamed = recipe.main([*args, "--streaming", "true", "--max_documents", "4", "--output_dir", str(tmp_path / "s")])
+    assert decoded(streamed, saved) == TEXTS[:4]
+    with pytest.raises(ValueError, match="already exists"):
+        recipe.main([*args, "--output_dir", str(tmp_path / "store")])
+    assert len(recipe.main([*args, "--overwrite", "true", "--output_dir", str(tmp_path / "store")])) == 5
+
+
+def test_the_embedded_corpus_with_the_local_tokenizer(tmp_path):
+    store = load_tokenize_recipe().main(
+        ["--max_documents", "30", "--vocab_size", "512", "--output_dir", str(tmp_path / "store")]
+    )
+    expected = load_stdlib_corpus(max_documents=30)["train"]["text"]
+    saved = AutoTokenizer.from_pretrained(tmp_path / "store" / "tokenizer")
+    assert len(saved) == 512 and store.vocab_size == 512 and store.dtype.name == "uint16"
+    assert decoded(store, saved) == expected
+
+
+def test_runs_as_a_script(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "tokenize_corpus.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "python recipes/tokenize_corpus.py --output_dir" in result.stdout and "--num_proc" in result.stdout
