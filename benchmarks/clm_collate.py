@@ -147,7 +147,7 @@ def corpus_table(tokenizer) -> None:
 
     def stream_packed() -> list[dict]:
         rows = pack_documents(documents, MAX_LENGTH)
-        features = [{"input_ids": i, "position_ids": p} for i, p in zip(rows["input_ids"], rows["position_ids"])]
+        features = [{"input_ids": i, "seq_lengths": s} for i, s in zip(rows["input_ids"], rows["seq_lengths"])]
         return [ours_pack(b) for b in batches(features, BATCH)]
 
     runs = [

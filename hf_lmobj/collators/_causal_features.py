@@ -6,16 +6,17 @@ restarting at 0 per document, or ``seq_lengths``). Every column is read and chec
 element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python lists, so a
 batch costs a few nanoseconds per token); its errors name the feature and the field.
 
-A row packed by :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` also numbers its documents
-1, 2, ... in ``attention_mask`` (a column every causal LM's ``forward`` takes, so a ``Trainer`` never
-drops it). Such a row arriving without ``position_ids`` lost its boundaries on the way, and is
-refused rather than read as one document.
+A row packed by :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` carries ``seq_lengths``
+only: a row that lost that column on the way (a stock ``Trainer`` with ``remove_unused_columns=True``)
+looks like one document and cannot be told apart. Rows from older ``pack_dataset`` versions, which
+numbered their documents 1, 2, ... in ``attention_mask``, are still refused when they arrive without
+``position_ids``.
 
 Example:
     >>> flat = read_features([{"input_ids": [5, 6]}, {"input_ids": [7, 8, 9], "position_ids": [0, 0, 1]}],
     ...                      vocab_size=10)
-    >>> flat.ids.tolist(), flat.doc_starts.tolist(), flat.doc_lengths.tolist(), flat.prepacked
-    ([5, 6, 7, 8, 9], [0, 2, 3], [2, 1, 2], True)
+    >>> flat.ids.tolist(), flat.doc_starts.tolist(), flat.doc_lengths.tolist(), flat.packed_features.tolist()
+    ([5, 6, 7, 8, 9], [0, 2, 3], [2, 1, 2], [False, True])
 """
 
 from __future__ import annotations
@@ -46,7 +47,12 @@ class FlatFeatures:
     doc_starts: np.ndarray  # (D,) flat index of each document's first token
     doc_lengths: np.ndarray  # (D,)
     doc_feature: np.ndarray  # (D,) the feature each document came from
-    prepacked: bool  # some feature carried boundaries of its own
+    packed_features: np.ndarray  # (F,) bool: the feature is a pre-packed row (carried its boundaries)
+
+    @property
+    def prepacked(self) -> bool:
+        """Some feature is a pre-packed row."""
+        return bool(self.packed_features.any())
 
 
 def read_features(
@@ -82,7 +88,7 @@ def read_features(
             ids, labels, valid, lengths, add_bos, add_eos, bos_token_id, eos_token_id
         )
     starts, doc_lengths, doc_feature = _documents(features, packed, lengths)
-    return FlatFeatures(ids, labels, valid, lengths, starts, doc_lengths, doc_feature, bool(packed.any()))
+    return FlatFeatures(ids, labels, valid, lengths, starts, doc_lengths, doc_feature, packed)
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:
@@ -150,7 +156,8 @@ def _indexed(features: Sequence[Mapping], present: list[bool]) -> tuple[np.ndarr
 
 
 def _check_boundaries_kept(masks: np.ndarray, lengths: np.ndarray, packed: np.ndarray) -> None:
-    """Refuse a pack_dataset row (documents numbered in attention_mask) that lost its position_ids."""
+    """Refuse a row whose attention_mask numbers several documents (older pack_dataset rows) but
+    that carries no boundaries: its position_ids were lost on the way."""
     several = np.flatnonzero(masks > 1)
     if not several.size:
         return
@@ -159,10 +166,11 @@ def _check_boundaries_kept(masks: np.ndarray, lengths: np.ndarray, packed: np.nd
     if lost.size:
         raise ValueError(
             f"feature {int(lost[0])} is a packed row (its attention_mask numbers several documents, as "
-            "pack_dataset writes it) but carries no position_ids, so its documents would attend to each "
-            "other. Something dropped that column: a stock Trainer does with remove_unused_columns=True "
-            "when the model's forward takes no position_ids. Set remove_unused_columns=False to keep "
-            "position_ids; a model whose forward takes none (Bloom, MPT, Mamba, RWKV, XLNet, ...) cannot "
+            "older pack_dataset versions wrote it) but carries no position_ids, so its documents would "
+            "attend to each other. Something dropped that column: a stock Trainer does with "
+            "remove_unused_columns=True when the model's forward takes no position_ids. Set "
+            "remove_unused_columns=False to keep position_ids (or re-pack with pack_dataset, which writes "
+            "seq_lengths); a model whose forward takes none (Bloom, MPT, Mamba, RWKV, XLNet, ...) cannot "
             "isolate packed documents at all: train it on unpacked rows (packing=False)"
         )
 

@@ -42,6 +42,7 @@ __all__ = [
     "chunk_documents",
     "pack_layout",
     "next_fit_layout",
+    "stack_layouts",
     "assemble_rows",
     "packing_stats",
 ]
@@ -153,6 +154,24 @@ def next_fit_layout(starts: np.ndarray, lengths: np.ndarray, owners: np.ndarray,
         previous = owner
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     return Layout(chunk_starts, chunk_lengths, as_array(rows), as_array(offsets), as_array(fills))
+
+
+def stack_layouts(top: Layout, bottom: Layout) -> Layout:
+    """The rows of ``top`` then those of ``bottom`` (chunk starts index the same flat stream).
+
+    Example:
+        >>> a = next_fit_layout(np.array([0]), np.array([3]), np.array([0]), None)
+        >>> b = next_fit_layout(np.array([3]), np.array([2]), np.array([1]), None)
+        >>> stack_layouts(a, b).rows.tolist(), stack_layouts(a, b).fills.tolist()
+        ([0, 1], [3, 2])
+    """
+    return Layout(
+        np.concatenate([top.starts, bottom.starts]),
+        np.concatenate([top.lengths, bottom.lengths]),
+        np.concatenate([top.rows, bottom.rows + top.num_rows]),
+        np.concatenate([top.offsets, bottom.offsets]),
+        np.concatenate([top.fills, bottom.fills]),
+    )
 
 
 def assemble_rows(

@@ -8,19 +8,24 @@ Two modes:
   several rows, never truncated.
 * **packing** (``packing=True``, ``max_length`` required): the batch's documents (longer ones split
   into ``max_length`` chunks) are bin-packed best-fit-decreasing (O(n log n)) into rows of
-  ``max_length``; ``position_ids`` restart at 0 per document. The batch stays O(B x T) at any row
-  length: with eager / sdpa / flex attention it carries ``use_cache=False`` and no mask, and
-  transformers builds the block-causal mask from ``position_ids`` inside the forward (in train
-  *and* eval mode: without ``use_cache=False`` the cache a stock model builds by default turns
-  that detection off); flash-attention gets ``cu_seq_lens_q/k`` / ``max_length_q/k``. Models whose
+  ``max_length``; ``position_ids`` restart at 0 per document. Every packed batch is exactly
+  ``round_up(max_length, pad_to_multiple_of)`` wide, so all batches of a run have one shape (what
+  accelerate's ``dispatch_batches`` concatenates across processes); the padding tail is ignored
+  (labels -100) and its positions count 0, 1, ... as a dummy document of its own. The batch stays
+  O(B x T) at any row length: with eager / sdpa / flex attention it carries ``use_cache=False``
+  and no mask, and transformers builds the block-causal mask from ``position_ids`` inside the
+  forward (in train *and* eval mode: without ``use_cache=False`` the cache a stock model builds by
+  default turns that detection off); flash-attention gets ``cu_seq_lens_q/k`` / ``max_length_q/k``. Models whose
   mask ignores ``position_ids`` get a 4D ``[B, 1, T, T]`` mask instead (pass ``model=`` and the
   collator checks; see :mod:`hf_lmobj.collators._attention`).
 
-Features may be pre-packed rows (from :func:`hf_lmobj.collators.dataset_packing.pack_dataset`)
-carrying ``position_ids`` (or ``seq_lengths``); their documents stay isolated in both modes. A
-``pack_dataset`` row that lost its ``position_ids`` (a stock ``Trainer`` with
-``remove_unused_columns=True`` and a model whose ``forward`` has no ``position_ids``) raises a
-``ValueError`` naming the fix, never a silent cross-document batch.
+Features may be pre-packed rows (from :func:`hf_lmobj.collators.dataset_packing.pack_dataset`,
+or TRL's) carrying ``seq_lengths`` (or ``position_ids``): in both modes each one is one batch row,
+never re-packed or split, with its documents isolated and the batch as wide as a packed one
+(``max_length``, rounded up; the longest row when ``max_length`` is None). A pre-packed row longer
+than ``max_length`` is a ``ValueError``. The collator only sees what reaches it: a stock ``Trainer``
+with ``remove_unused_columns=True`` drops ``seq_lengths`` (no model's ``forward`` takes it) and the
+rows then read as single documents, so pass ``remove_unused_columns=False`` there.
 
 Every mode emits ``labels`` (HF convention: aligned with ``input_ids``, the model shifts; -100 at
 padding and at every document's first token) and ``shift_labels`` (``shift_labels[:, t] ==
@@ -39,7 +44,10 @@ Example:
     >>> packed = DataCollatorForCausalLM(tok, max_length=8, packing=True)(
     ...     [{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
     >>> packed["position_ids"].tolist(), packed["use_cache"], "attention_mask" in packed
-    ([[0, 1, 2, 0, 1]], False, False)
+    ([[0, 1, 2, 0, 1, 0, 1, 2]], False, False)
+    >>> rows = collator([{"input_ids": [10, 11, eos, 12, eos], "seq_lengths": [3, 2]}])  # pack_dataset's
+    >>> rows["position_ids"].tolist(), rows["labels"].tolist() == [[-100, 11, eos, -100, eos]]
+    ([[0, 1, 2, 0, 1]], True)
 """
 
 from __future__ import annotations
@@ -69,6 +77,7 @@ from hf_lmobj.collators._rows import (
     assemble_rows,
     next_fit_layout,
     pack_layout,
+    stack_layouts,
 )
 from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import check_flag, check_has_targets, check_length, check_return_tensors
@@ -95,7 +104,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     Args:
         tokenizer: gives ``pad_token_id`` (padding), ``bos/eos_token_id`` and the vocabulary size.
         max_length: longest row, >= 2; longer documents are split into chunks (never truncated).
-            Required with ``packing=True``.
+            Required with ``packing=True``. Packed and pre-packed batches are this wide (rounded up).
         packing: bin-pack the batch's documents into rows of ``max_length``.
         pad_to_multiple_of: round the row length up to a multiple of this.
         attn_implementation: the model's attention ("eager", "sdpa", "flex_attention",
@@ -174,28 +183,51 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     # ----------------------------------------------------------------------------- layout
     def _read(self, features: Sequence[Any]) -> FlatFeatures:
         add_bos, add_eos = self._bos_eos
-        return read_features(
+        flat = read_features(
             features,
             len(self.tokenizer),
             self.tokenizer.bos_token_id if add_bos else None,
             self.tokenizer.eos_token_id if add_eos else None,
         )
-
-    def _layout(self, flat: FlatFeatures) -> Layout:
-        """Rows of chunks: bin-packed (packing) or one feature per row (padding mode)."""
         if (self.packing or flat.prepacked) and flat.valid is not None:
             raise ValueError(
                 "packed / pre-packed features must not contain padding (attention_mask zeros); tokenize without padding"
             )
-        if self.packing:
-            return pack_layout(flat.doc_starts, flat.doc_lengths, self.max_length)
-        return next_fit_layout(flat.doc_starts, flat.doc_lengths, flat.doc_feature, self.max_length)
+        too_long = np.flatnonzero(flat.packed_features & (flat.feature_lengths > (self.max_length or np.inf)))
+        if too_long.size:
+            index = int(too_long[0])
+            raise ValueError(
+                f"feature {index} is a pre-packed row of {int(flat.feature_lengths[index])} tokens, longer than "
+                f"max_length={self.max_length}; pre-packed rows are never split: pack them with "
+                f"pack_dataset(dataset, max_length={self.max_length}) or set the collator's max_length to the "
+                "rows' length"
+            )
+        return flat
 
-    def _pad_id(self, layout: Layout, width: int) -> int:
+    def _layout(self, flat: FlatFeatures) -> Layout:
+        """Rows of chunks: one per pre-packed feature, then the documents bin-packed (packing) or one
+        feature per row (padding mode)."""
+        if not self.packing:
+            return next_fit_layout(flat.doc_starts, flat.doc_lengths, flat.doc_feature, self.max_length)
+        kept = flat.packed_features[flat.doc_feature]  # (D,) the document is part of a pre-packed row
+        if not kept.any():
+            return pack_layout(flat.doc_starts, flat.doc_lengths, self.max_length)
+        rows = next_fit_layout(flat.doc_starts[kept], flat.doc_lengths[kept], flat.doc_feature[kept], None)
+        if kept.all():
+            return rows
+        return stack_layouts(rows, pack_layout(flat.doc_starts[~kept], flat.doc_lengths[~kept], self.max_length))
+
+    def _width(self, layout: Layout, packed: bool) -> int:
+        """Packed batches: ``max_length`` (one shape per run); padding mode: the longest row. Rounded up."""
+        if packed and self.max_length is not None:
+            return round_up(self.max_length, self.pad_to_multiple_of)
+        return round_up(layout.longest_row, self.pad_to_multiple_of)
+
+    def _pad_id(self, layout: Layout, width: int, packed: bool) -> int:
         pad = self.tokenizer.pad_token_id
         if pad is None:
-            if bool((layout.fills == width).all()):
-                return 0  # no padding position exists; the id is never placed
+            if packed or bool((layout.fills == width).all()):
+                return 0  # never attended by a real token, never a target (a packed tail is its own document)
             raise ValueError(
                 "the tokenizer has no pad_token but this batch needs padding; set "
                 "tokenizer.pad_token = tokenizer.eos_token (safe here: padding is decided by the "
@@ -210,7 +242,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         """
         flat = self._read(features)
         layout = self._layout(flat)
-        width = round_up(layout.longest_row, self.pad_to_multiple_of)
+        width = self._width(layout, self.packing or flat.prepacked)
         real = flat.ids.size if flat.valid is None else int(flat.valid.sum())
         return PackingStats(real, layout.num_rows, width)
 
@@ -219,8 +251,8 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         flat = self._read(features)
         layout = self._layout(flat)
         packed = self.packing or flat.prepacked
-        width = round_up(layout.longest_row, self.pad_to_multiple_of)
-        pad_id = self._pad_id(layout, width)
+        width = self._width(layout, packed)
+        pad_id = self._pad_id(layout, width, packed)
         out = assemble_rows(flat.ids, flat.labels, None if packed else flat.valid, layout, width, pad_id)
         check_has_targets(int((out.shift_labels != IGNORE_INDEX).sum()), "this batch", NO_TARGET_FIX)
         batch: dict[str, Any] = {"input_ids": out.input_ids, "labels": out.labels}  # (B, T) each

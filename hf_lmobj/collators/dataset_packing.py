@@ -2,17 +2,21 @@
 
 :func:`pack_dataset` works on a ``datasets.Dataset`` (``Dataset.map``, cached like any map) and on
 a streaming ``datasets.IterableDataset`` (lazily, holding at most ``buffer_size`` documents at a
-time). Each output row carries ``input_ids`` (plus ``labels`` when the input has them),
-``position_ids`` restarting at 0 for each document, so
-:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` keeps the documents isolated, and
-``attention_mask`` numbering the row's documents 1, 2, ... (every model reads it as "all real
-tokens"). A stock ``Trainer`` drops ``position_ids`` (``remove_unused_columns=True``) for a model
-whose ``forward`` has no such argument (Bloom, MPT, Mamba, RWKV, XLNet, ...: models that cannot
-isolate packed documents anyway); ``attention_mask`` survives, so the collator sees that the
-boundaries were lost and raises, naming the fix.
+time). Each output row stores ``input_ids`` (int32) and ``seq_lengths`` (int32: the lengths of the
+row's documents in order, as TRL's ``pack_dataset`` writes them), plus ``labels`` (int32) when the
+input has them: about 4 bytes per token on disk, nothing per token beyond the ids.
+:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` derives ``position_ids``,
+``cu_seq_lens`` or the 4D mask from ``seq_lengths``, keeps each row as one batch row and never
+lets a document attend to another.
 
-The work is vectorised over Arrow buffers (no Python loop over tokens): the rows are built with
-one gather per column, and best-fit-decreasing is O(n log n) in documents.
+``seq_lengths`` is not an argument of any model's ``forward``: a stock ``Trainer`` with its default
+``remove_unused_columns=True`` drops it, and the rows would then reach the collator as single
+documents (the collator cannot tell: nothing per token marks a packed row). With a stock ``Trainer``
+pass ``TrainingArguments(remove_unused_columns=False)``; hf_lmobj's ``ObjectiveTrainer`` keeps the
+column itself.
+
+The work is vectorised over Arrow buffers (no Python loop over tokens): each column is gathered
+with one copy of each document chunk, and best-fit-decreasing is O(n log n) in documents.
 
 Two strategies, neither drops a token:
 
@@ -27,19 +31,16 @@ Other columns (``text``, ``num_bytes``, ...) describe documents, not rows, and a
 Example:
     >>> import datasets
     >>> ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]})
-    >>> packed = pack_dataset(ds, max_length=5)
-    >>> packed.to_dict()["input_ids"], packed.to_dict()["position_ids"]
-    ([[6, 7, 8, 9], [1, 2, 3, 4, 5]], [[0, 1, 2, 3], [0, 1, 2, 0, 1]])
-    >>> packed.to_dict()["attention_mask"]
-    [[1, 1, 1, 1], [1, 1, 1, 2, 2]]
-    >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()["input_ids"]
-    [[1, 2, 3, 4], [5, 6, 7, 8], [9]]
+    >>> pack_dataset(ds, max_length=5).to_dict()
+    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'seq_lengths': [[4], [3, 2]]}
+    >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()
+    {'input_ids': [[1, 2, 3, 4], [5, 6, 7, 8], [9]], 'seq_lengths': [[3, 1], [1, 3], [1]]}
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import datasets
 import numpy as np
@@ -54,6 +55,7 @@ __all__ = [
     "STRATEGIES",
     "PACKED_COLUMNS",
     "DatasetT",
+    "PackedRows",
     "fixed_layout",
     "packed_rows",
     "pack_documents",
@@ -61,8 +63,25 @@ __all__ = [
 ]
 
 STRATEGIES = ("best_fit", "fixed")
-PACKED_COLUMNS = ("input_ids", "position_ids", "attention_mask", "labels")
+PACKED_COLUMNS = ("input_ids", "labels", "seq_lengths")
 DatasetT = TypeVar("DatasetT", datasets.Dataset, datasets.IterableDataset)
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+class PackedRows(NamedTuple):
+    """The chunks of the packed rows in output order (R rows, C chunks), and where the rows end."""
+
+    starts: np.ndarray  # (C,) first token of each chunk in the concatenated documents, in output order
+    seq_lengths: np.ndarray  # (C,) chunk lengths, in output order (row by row)
+    offsets: np.ndarray  # (R + 1,) token boundaries of the rows
+    seq_offsets: np.ndarray  # (R + 1,) chunk boundaries of the rows
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        """(N,) the tokens of flat ``values`` in output order: a fresh array, one copy per chunk."""
+        if not self.starts.size:
+            return values[:0].copy()
+        ends = self.starts + self.seq_lengths
+        return np.concatenate([values[a:b] for a, b in zip(self.starts.tolist(), ends.tolist())])
 
 
 def fixed_layout(lengths: np.ndarray, max_length: int) -> Layout:
@@ -83,36 +102,28 @@ def fixed_layout(lengths: np.ndarray, max_length: int) -> Layout:
     return Layout(cuts, sizes, rows, cuts % max_length, fills)
 
 
-def packed_rows(lengths: np.ndarray, max_length: int, strategy: str = "best_fit") -> dict[str, np.ndarray]:
-    """Where every token of the concatenated documents goes, as flat arrays in output-row order.
-
-    Returns ``source`` (N,) index into the concatenation, ``positions`` (N,) position in its
-    document chunk, ``documents`` (N,) the chunk's number in its row (1, 2, ...) and ``offsets``
-    (R + 1,) row boundaries. A chunk's first token has position 0.
+def packed_rows(lengths: np.ndarray, max_length: int, strategy: str = "best_fit") -> PackedRows:
+    """Where every token of the concatenated documents goes, and each row's chunk lengths.
 
     Example:
         >>> rows = packed_rows(np.array([3, 2, 4]), max_length=5)
-        >>> rows["source"].tolist(), rows["offsets"].tolist()
+        >>> rows.gather(np.arange(9)).tolist(), rows.offsets.tolist()
         ([5, 6, 7, 8, 0, 1, 2, 3, 4], [0, 4, 9])
-        >>> rows["positions"].tolist(), rows["documents"].tolist()
-        ([0, 1, 2, 3, 0, 1, 2, 0, 1], [1, 1, 1, 1, 1, 1, 1, 2, 2])
+        >>> rows.seq_lengths.tolist(), rows.seq_offsets.tolist()
+        ([4, 3, 2], [0, 1, 3])
     """
     lengths = np.asarray(lengths, dtype=np.int64)
-    starts = np.cumsum(lengths) - lengths
-    keep = lengths > 0
     if strategy == "best_fit":
+        starts = np.cumsum(lengths) - lengths
+        keep = lengths > 0
         layout = pack_layout(starts[keep], lengths[keep], max_length)
     else:
         layout = fixed_layout(lengths, max_length)
-    order = np.lexsort((layout.offsets, layout.rows))  # chunks in output order
-    sizes, rows = layout.lengths[order], layout.rows[order]
-    first = np.cumsum(sizes) - sizes  # (C,) output index of each chunk's first token
-    positions = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(first, sizes)  # (N,)
-    source = np.repeat(layout.starts[order], sizes) + positions  # (N,)
-    row_first_chunk = np.searchsorted(rows, rows, side="left")  # (C,) first chunk of each chunk's row
-    documents = np.repeat(np.arange(order.size) - row_first_chunk + 1, sizes)  # (N,)
+    order = np.lexsort((layout.offsets, layout.rows))  # (C,) chunks in output order
+    per_row = np.bincount(layout.rows, minlength=layout.num_rows)  # (R,) chunks per row
     offsets = np.concatenate([[0], np.cumsum(layout.fills)])
-    return {"source": source, "positions": positions, "documents": documents, "offsets": offsets}
+    seq_offsets = np.concatenate([[0], np.cumsum(per_row)])
+    return PackedRows(layout.starts[order], layout.lengths[order], offsets, seq_offsets)
 
 
 def pack_documents(
@@ -121,14 +132,14 @@ def pack_documents(
     labels: Sequence[Sequence[int]] | None = None,
     strategy: str = "best_fit",
 ) -> dict[str, list[list[int]]]:
-    """Pack token lists into rows: ``input_ids``, ``position_ids``, ``attention_mask`` (and ``labels``).
+    """Pack token lists into rows: ``input_ids``, ``seq_lengths`` (and ``labels``), as lists.
 
     A chunk that continues a document gets label -100 at its first token (it has no prefix in
     its row), as the collator would give it anyway.
 
     Example:
-        >>> pack_documents([[1, 2, 3], [4, 5]], max_length=3)["position_ids"]
-        [[0, 1, 2], [0, 1]]
+        >>> pack_documents([[1, 2, 3], [4, 5]], max_length=3)
+        {'input_ids': [[1, 2, 3], [4, 5]], 'seq_lengths': [[3], [2]]}
     """
     max_length = check_length(max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS)
     if strategy not in STRATEGIES:
@@ -147,20 +158,31 @@ def pack_documents(
 def _pack_columns(
     ids: np.ndarray, labels: np.ndarray | None, lengths: np.ndarray, max_length: int, strategy: str
 ) -> pa.Table:
-    """The packed rows of flat ``ids`` (and ``labels``) as an Arrow table (one gather per column)."""
+    """The packed rows of flat ``ids`` (and ``labels``) as an Arrow table of int32 lists."""
     rows = packed_rows(lengths, max_length, strategy)
-    offsets = pa.array(rows["offsets"].astype(np.int32 if rows["offsets"][-1] < 2**31 else np.int64))
-    list_of = pa.ListArray if offsets.type == pa.int32() else pa.LargeListArray
-    columns = {
-        "input_ids": list_of.from_arrays(offsets, pa.array(ids[rows["source"]])),
-        "position_ids": list_of.from_arrays(offsets, pa.array(rows["positions"].astype(np.int32))),
-        "attention_mask": list_of.from_arrays(offsets, pa.array(rows["documents"].astype(np.int32))),
-    }
+    columns = {"input_ids": _list_array(rows.offsets, _int32(rows.gather(ids), "input_ids"))}
     if labels is not None:
-        gathered = labels[rows["source"]]
-        gathered[rows["positions"] == 0] = IGNORE_INDEX
-        columns["labels"] = list_of.from_arrays(offsets, pa.array(gathered))
+        gathered = _int32(rows.gather(labels), "labels")  # (N,) a fresh copy
+        gathered[np.cumsum(rows.seq_lengths) - rows.seq_lengths] = IGNORE_INDEX  # chunk starts
+        columns["labels"] = _list_array(rows.offsets, gathered)
+    columns["seq_lengths"] = _list_array(rows.seq_offsets, rows.seq_lengths.astype(np.int32))
     return pa.table(columns)
+
+
+def _list_array(offsets: np.ndarray, values: np.ndarray) -> pa.Array:
+    """A list array over flat ``values`` (no copy); large offsets only past 2**31 values."""
+    if int(offsets[-1]) <= _INT32_MAX:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
+    return pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(values))
+
+
+def _int32(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` as int32 (the stored width), or a ValueError when an id does not fit."""
+    if values.dtype == np.int32:
+        return values
+    if values.size and int(values.max()) > _INT32_MAX:
+        raise ValueError(f"{name} must be < 2**31 to be stored as int32, got {int(values.max())}")
+    return values.astype(np.int32)
 
 
 def _pack_table(table: pa.Table, max_length: int, strategy: str) -> pa.Table:
@@ -172,20 +194,22 @@ def _pack_table(table: pa.Table, max_length: int, strategy: str) -> pa.Table:
     labels = None
     if "labels" in table.column_names:
         labels_column = _int_list_column(table, "labels")
-        if pc.list_value_length(labels_column).to_numpy(zero_copy_only=False).tolist() != lengths.tolist():
+        label_lengths = pc.list_value_length(labels_column).to_numpy(zero_copy_only=False)
+        if not np.array_equal(label_lengths, lengths):
             raise ValueError("labels must have the same length as input_ids in every document")
-        labels = labels_column.flatten().to_numpy(zero_copy_only=False).astype(ids.dtype, copy=False)
+        labels = labels_column.flatten().to_numpy(zero_copy_only=False)
     return _pack_columns(ids, labels, lengths, max_length, strategy)
 
 
 def _int_list_column(table: pa.Table, name: str) -> pa.Array:
     """Column ``name`` as one Arrow list array of ints, or a TypeError naming its type and the fix."""
-    column = table.column(name).combine_chunks()
+    column = table.column(name)
+    column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     kind = column.type
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_integer(kind.value_type):
         raise TypeError(
             f"the {name!r} column must hold lists of ints (token ids), got {kind}; cast it, e.g. "
-            f"dataset.cast_column({name!r}, datasets.Sequence(datasets.Value('int64')))"
+            f"dataset.cast_column({name!r}, datasets.Sequence(datasets.Value('int32')))"
         )
     if column.null_count or column.flatten().null_count:
         raise ValueError(f"the {name!r} column has missing values (None); drop or fill those rows")
@@ -212,11 +236,15 @@ def pack_dataset(
     strategy: str = "best_fit",
     num_proc: int | None = None,
 ) -> DatasetT:
-    """Rows of ``max_length`` (see the module docstring) from a tokenized dataset's documents.
+    """Rows of ``max_length``: ``input_ids``, ``seq_lengths`` (and ``labels``); see the module docstring.
+
+    Train on them with ``DataCollatorForCausalLM(tokenizer, max_length=max_length)`` (each row
+    stays one batch row) and keep ``seq_lengths`` in the batch: a stock ``Trainer`` needs
+    ``remove_unused_columns=False``, else it drops the column and documents attend to each other.
 
     Args:
         dataset: a ``Dataset`` or ``IterableDataset`` with an ``input_ids`` column (one document
-            per row) and optionally ``labels`` aligned with it.
+            per row, ids < 2**31) and optionally ``labels`` aligned with it.
         max_length: row length, >= 2 (a token and the next one); longer documents are split.
         buffer_size: documents packed together (the map batch size); for a stream, the most
             documents held in memory. Larger buffers pack tighter.

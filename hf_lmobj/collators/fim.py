@@ -187,7 +187,7 @@ def fim_dataset(
         >>> fimmed.column_names, len(fimmed[0]["input_ids"]) == len(ds[0]["input_ids"]) + 3  # 3 sentinels
         (['input_ids'], True)
         >>> pack_dataset(fimmed, max_length=32).column_names
-        ['input_ids', 'position_ids', 'attention_mask']
+        ['input_ids', 'seq_lengths']
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int (fim_dataset writes one epoch's cuts), got {seed!r}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hf_lmobj.data.rows import BlockLayout, RowFormat, block_layout
+from hf_lmobj.data.rows import BlockLayout, RowFormat, block_layout, shuffle_rows
 
 __all__ = ["EpochPlan", "epoch_rng"]
 
@@ -102,5 +102,8 @@ class EpochPlan:
         visit = int(np.searchsorted(self._first_row, row, side="right")) - 1
         block = int(self._block_order[visit])
         if self._cache is None or self._cache[0] != block:
-            self._cache = (block, block_layout(self.lengths[self.block_docs(block)], self.fmt))
+            layout = block_layout(self.lengths[self.block_docs(block)], self.fmt)
+            if self.shuffle:  # rows of a block in a seeded order of the epoch
+                layout = shuffle_rows(layout, epoch_rng(self.seed, 3, self._epoch, block))
+            self._cache = (block, layout)
         return block, self._cache[1], row - int(self._first_row[visit])

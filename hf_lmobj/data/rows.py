@@ -6,8 +6,8 @@ A *block* is a group of documents laid out together. Two row kinds:
   ``max_length`` tokens; a document longer than a row is cut into chunks. A row is one feature
   ``{"input_ids": [...], "seq_lengths": [...]}`` that :class:`~hf_lmobj.DataCollatorForCausalLM`
   keeps as one row, each chunk its own document.
-* ``"pieces"`` (masked, span, UL2, text infilling): each document cut into consecutive pieces of at
-  most ``max_length`` tokens; one piece is one feature ``{"input_ids": [...]}`` that the objective's
+* ``"pieces"`` (masked, span, UL2, text infilling): each document cut into consecutive near-equal
+  pieces of at most ``max_length`` tokens (so no piece of a 2+ token document is a lone token); one piece is one feature ``{"input_ids": [...]}`` that the objective's
   collator masks or corrupts on its own.
 
 Nothing is dropped: every token of the block lands in exactly one row. The layout depends on the
@@ -21,7 +21,7 @@ Example:
     >>> row_feature(layout, 1, docs, RowFormat("packed", 5))
     {'input_ids': [1, 2, 3, 4, 5], 'seq_lengths': [3, 2]}
     >>> block_layout(np.array([5, 2]), RowFormat("pieces", 2)).chunk_len.tolist()
-    [2, 2, 1, 2]
+    [1, 2, 2, 2]
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.collators._rows import chunk_documents, pack_layout
+from hf_lmobj.collators._rows import pack_layout
 from hf_lmobj.validation import check_length
 
-__all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "row_feature"]
+__all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "shuffle_rows", "row_feature"]
 
 ROW_KINDS = ("packed", "pieces")
 
@@ -76,16 +76,36 @@ def block_layout(lengths: np.ndarray, fmt: RowFormat) -> BlockLayout:
     lengths = np.asarray(lengths, dtype=np.int64)  # (D,)
     doc_starts = np.cumsum(lengths) - lengths  # (D,) flat start of each document
     keep = np.flatnonzero(lengths > 0)
-    if fmt.kind == "pieces":
-        starts, sizes, owner = chunk_documents(doc_starts[keep], lengths[keep], fmt.max_length)
-        docs = keep[owner]
-        return BlockLayout(docs, starts - doc_starts[docs], sizes, np.arange(sizes.size + 1))
+    if fmt.kind == "pieces":  # near-equal cuts: every piece of a document of >= 2 tokens has >= 2
+        count = -(-lengths[keep] // fmt.max_length)  # (K,) pieces per document
+        docs = np.repeat(keep, count)  # (P,)
+        rank = np.arange(docs.size) - np.repeat(np.cumsum(count) - count, count)  # (P,) piece index in its doc
+        total, parts = lengths[docs], np.repeat(count, count)
+        starts, ends = total * rank // parts, total * (rank + 1) // parts
+        return BlockLayout(docs, starts, ends - starts, np.arange(docs.size + 1))
     layout = pack_layout(doc_starts[keep], lengths[keep], fmt.max_length)
     order = np.lexsort((layout.offsets, layout.rows))  # (C,) chunks in row order
     starts, sizes, rows = layout.starts[order], layout.lengths[order], layout.rows[order]
     docs = np.searchsorted(doc_starts, starts, side="right") - 1  # (C,) owning document (the last starting there)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=layout.num_rows))])
     return BlockLayout(docs, starts - doc_starts[docs], sizes, offsets)
+
+
+def shuffle_rows(layout: BlockLayout, rng: np.random.Generator) -> BlockLayout:
+    """``layout`` with its rows in a random order (best-fit emits them longest first, document by document).
+
+    Example:
+        >>> layout = block_layout(np.array([3, 2, 4]), RowFormat("pieces", 5))
+        >>> shuffle_rows(layout, np.random.default_rng(0)).chunk_doc.tolist()
+        [2, 0, 1]
+    """
+    order = rng.permutation(layout.num_rows)  # (R,) new row r is old row order[r]
+    counts = np.diff(layout.row_offsets)[order]  # (R,) chunks per new row
+    first = np.repeat(layout.row_offsets[:-1][order], counts)  # (C,) old first chunk of each chunk's row
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)  # (C,)
+    chunks = first + within  # (C,) old chunk index of each new chunk
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return BlockLayout(layout.chunk_doc[chunks], layout.chunk_start[chunks], layout.chunk_len[chunks], offsets)
 
 
 def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: RowFormat) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from hf_lmobj.data.mixture import TokenMixer
 from hf_lmobj.data.planned import epoch_rng
-from hf_lmobj.data.rows import RowFormat, block_layout, row_feature
+from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
 from hf_lmobj.data.sources import TextStream
 
 __all__ = ["UnitReader"]
@@ -84,17 +84,22 @@ class UnitReader:
         """``(feature, tokens per source)`` of each row the unit makes, in order."""
         docs: list[np.ndarray] = []
         owners: list[int] = []
+        block = 0
         for owner, doc in self._mixed(unit, num_units, epoch):
             docs.append(doc)
             owners.append(owner)
             if len(docs) == self.block_documents:
-                yield from self._block_rows(docs, owners)
-                docs, owners = [], []
+                yield from self._block_rows(docs, owners, (unit, num_units, epoch, block))
+                docs, owners, block = [], [], block + 1
         if docs:
-            yield from self._block_rows(docs, owners)
+            yield from self._block_rows(docs, owners, (unit, num_units, epoch, block))
 
-    def _block_rows(self, docs: list[np.ndarray], owners: list[int]) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
+    def _block_rows(
+        self, docs: list[np.ndarray], owners: list[int], key: tuple[int, ...]
+    ) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
         layout = block_layout(np.array([d.size for d in docs], dtype=np.int64), self.fmt)
+        if self.shuffle:  # rows of a block in a seeded order (best-fit emits them document by document)
+            layout = shuffle_rows(layout, epoch_rng(self.seed, 4, *key))
         chunk_owner = np.asarray(owners, dtype=np.int64)[layout.chunk_doc]  # (C,)
         for row in range(layout.num_rows):
             first, last = int(layout.row_offsets[row]), int(layout.row_offsets[row + 1])

@@ -145,14 +145,15 @@ def prepare_pipeline_data(
     validation, held_out = _validation_text(specs, args)
     local = datasets.DatasetDict(train=validation.select(range(min(8, validation.num_rows))), validation=validation)
     data = prepare_objective_data(objective, tokenizer, local, args, model, seed)  # eval set + the collator
-    sources = [_open_source(s, tokenizer, objective, held_out if i == 0 else 0) for i, s in enumerate(specs)]
+    first_stream = next((i for i, s in enumerate(specs) if s["kind"] == "stream"), None)  # gave the validation text
+    sources = [_open_source(s, tokenizer, objective, held_out if i == first_stream else 0) for i, s in enumerate(specs)]
     if objective in CAUSAL_OBJECTIVES:
         fmt = RowFormat("packed", args.max_length)
     else:
         fmt = RowFormat("pieces", getattr(data.collator, "raw_tokens_length", args.max_length))
     weights = [s["weight"] for s in specs] if len(specs) > 1 else None
     stream = PretrainingStream(sources, fmt, data.collator, batch_size, weights=weights,
-                               names=[s["name"] for s in specs], seed=seed)  # fmt: skip
+                               names=[s["name"] for s in specs], seed=seed, block_documents=args.block_documents)  # fmt: skip
     data.train_dataset, data.callbacks = stream, []
     data.train_documents = _sample_documents(stream, args.report_sample_tokens)
     data.hyperparameters = {

@@ -15,8 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,9 @@ class DataArguments:
             "name: ..., text_column: ...}; weights are shares of the tokens."
         },
     )
+    block_documents: int = field(
+        default=1000, metadata={"help": "Streaming / token store: documents packed together (more packs tighter)."}
+    )
     max_validation_documents: int = field(
         default=100, metadata={"help": "Streaming / token store: validation documents read (held out of training)."}
     )
@@ -101,7 +104,7 @@ class DataArguments:
         if self.max_eval_rows is not None and self.max_eval_rows <= 0:
             raise ValueError("max_eval_rows must be positive or None")
         self.sources = _parse_sources(self.sources)
-        for name in ("max_validation_documents", "report_sample_tokens"):
+        for name in ("block_documents", "max_validation_documents", "report_sample_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")

@@ -67,18 +67,37 @@ def test_not_a_dataset(dataset):
 
 def test_smallest_rows_exactly():
     rows = pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1, 2, 3]]}), max_length=2, strategy="fixed")
-    assert rows.to_dict() == {
-        "input_ids": [[1, 2], [3]],
-        "position_ids": [[0, 1], [0]],
-        "attention_mask": [[1, 1], [1]],
-    }
+    assert rows.to_dict() == {"input_ids": [[1, 2], [3]], "seq_lengths": [[2], [1]]}
 
 
 def test_numpy_max_length_and_int_dtypes_give_the_docstring_rows():
     ds = datasets.Dataset.from_dict(DOCS).cast_column("input_ids", datasets.Sequence(datasets.Value("int16")))
     packed = pack_dataset(ds, max_length=np.int64(5)).to_dict()
     assert packed["input_ids"] == [[6, 7, 8, 9], [1, 2, 3, 4, 5]]
-    assert packed["position_ids"] == [[0, 1, 2, 3], [0, 1, 2, 0, 1]]
+    assert packed["seq_lengths"] == [[4], [3, 2]]
+
+
+def test_labels_are_int32_with_every_chunk_start_unset():
+    """Hand-worked: [1 2 3 | 4 5 6 7 8] at max_length 4 -> rows [4 5 6 7], [1 2 3 | 8] (best fit)."""
+    ds = datasets.Dataset.from_dict(
+        {"input_ids": [[1, 2, 3], [4, 5, 6, 7, 8]], "labels": [[-100, 2, 3], [4, 5, -100, 7, 8]]}
+    )
+    packed = pack_dataset(ds, max_length=4)
+    assert packed.to_dict() == {
+        "input_ids": [[4, 5, 6, 7], [1, 2, 3, 8]],
+        "labels": [[-100, 5, -100, 7], [-100, 2, 3, -100]],
+        "seq_lengths": [[4], [3, 1]],
+    }
+    assert {packed.features[c].feature.dtype for c in packed.column_names} == {"int32"}
+
+
+@pytest.mark.parametrize("dtype", ("int64", "uint32"))
+def test_ids_past_int32_are_refused(dtype):
+    ds = datasets.Dataset.from_dict({"input_ids": [[1, 2**31]]}).cast_column(
+        "input_ids", datasets.Sequence(datasets.Value(dtype))
+    )
+    with pytest.raises(ValueError, match="input_ids must be < 2\\*\\*31"):
+        pack_dataset(ds, max_length=4)
 
 
 @pytest.mark.parametrize(

@@ -275,7 +275,8 @@ def test_4d_mask_is_built_for_long_rows_only_when_asked(tokenizer):
     with pytest.raises(ValueError, match="packed_attention='4d_mask'"):
         collator([{"input_ids": [5] * 3000}, {"input_ids": [6] * 1000}])
     asked = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, model=model, packed_attention="4d_mask")
-    assert asked([{"input_ids": [5] * 3000}, {"input_ids": [6] * 1000}])["attention_mask"].shape == (1, 1, 4000, 4000)
+    # a packed batch is max_length wide (4000 tokens, then a 96-token padding tail)
+    assert asked([{"input_ids": [5] * 3000}, {"input_ids": [6] * 1000}])["attention_mask"].shape == (1, 1, 4096, 4096)
 
 
 def test_model_that_cannot_take_packed_documents_is_refused(tokenizer):
@@ -348,6 +349,46 @@ def test_flash_attention_gets_cu_seq_lens_and_no_mask(tokenizer):
     assert "attention_mask" not in batch
     assert batch["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 2, 3, 0, 1, 2, 3]]
     assert batch["cu_seq_lens_q"].tolist() == [0, 5, 8, 12, 16] and batch["max_length_k"] == 5
+
+
+def test_seq_lengths_rows_reach_every_packed_attention_form(tokenizer):
+    """Hand-worked: rows [3 | 2] and [4] of max_length 6 -> position_ids, cu_seq_lens, a 4D mask."""
+    rows = [{"input_ids": [5, 6, 7, 8, 9], "seq_lengths": [3, 2]}, {"input_ids": [5, 6, 7, 8], "seq_lengths": [4]}]
+    positions = [[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 0, 1]]  # the padding tail counts on as its own document
+    flash = DataCollatorForCausalLM(tokenizer, max_length=6, attn_implementation="flash_attention_2")(rows)
+    assert flash["position_ids"].tolist() == positions
+    assert flash["cu_seq_lens_q"].tolist() == [0, 3, 5, 6, 10, 12] and flash["max_length_q"] == 4
+    mask = DataCollatorForCausalLM(tokenizer, max_length=6, packed_attention="4d_mask")(rows)["attention_mask"]
+    allowed = (mask[0, 0] == 0).int().tolist()  # row 0: documents {0, 1, 2}, {3, 4}, {5}
+    assert allowed == [[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0],
+                       [0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 1]]  # fmt: skip
+    plain = DataCollatorForCausalLM(tokenizer, max_length=6, packing=True)(rows)
+    assert plain["position_ids"].tolist() == positions and plain["use_cache"] is False
+    assert plain["labels"].tolist() == [[-100, 6, 7, -100, 9, -100], [-100, 6, 7, 8, -100, -100]]
+
+
+@pytest.mark.parametrize("multiple", (None, 8))
+def test_packed_batches_are_max_length_wide_whatever_the_fill(multiple, tokenizer):
+    """dispatch_batches concatenates every process's batch: packed batches have one width per run."""
+    width = 20 if multiple is None else 24
+    packing = DataCollatorForCausalLM(tokenizer, max_length=20, packing=True, pad_to_multiple_of=multiple)
+    rows = DataCollatorForCausalLM(tokenizer, max_length=20, pad_to_multiple_of=multiple)
+    padding = DataCollatorForCausalLM(tokenizer, max_length=20, pad_to_multiple_of=multiple)
+    for lengths in ([3], [7, 2], [20], [19, 1, 1], [5] * 9):
+        docs = [{"input_ids": [5] * n} for n in lengths]
+        assert packing(docs)["input_ids"].shape[1] == width
+        packed = [{"input_ids": [5] * n, "seq_lengths": [n]} for n in lengths]
+        assert rows(packed)["input_ids"].shape == (len(lengths), width)
+        # padding mode on plain documents is unchanged: as wide as the longest row, rounded up
+        assert padding(docs)["input_ids"].shape[1] == (max(lengths) if multiple is None else -(-max(lengths) // 8) * 8)
+
+
+def test_no_pad_token_is_fine_in_packed_batches(tokenizer):
+    no_pad = copy.deepcopy(tokenizer)
+    no_pad.pad_token = None
+    batch = DataCollatorForCausalLM(no_pad, max_length=8, packing=True)([{"input_ids": [5, 6, 7]}])
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 0, 0, 0, 0, 0]] and batch["labels"][0, 3:].eq(-100).all()
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 2, 3, 4]]  # the tail is its own document
 
 
 def test_packed_batch_of_tensors_only_when_use_cache_is_left_out(tokenizer):

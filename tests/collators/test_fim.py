@@ -304,9 +304,9 @@ def test_pack_dataset_on_fim_documents_keeps_each_one_whole(tokenizer, corpus, i
     packed = pack_dataset(fimmed, max_length=256)
     segments = []
     for row in packed:
-        positions = np.array(row["position_ids"])
-        starts = np.flatnonzero(positions == 0).tolist() + [positions.size]
-        segments += [row["input_ids"][a:b] for a, b in zip(starts, starts[1:])]
+        ends = np.cumsum(row["seq_lengths"]).tolist()
+        assert ends[-1] == len(row["input_ids"])
+        segments += [row["input_ids"][a:b] for a, b in zip([0, *ends[:-1]], ends)]
     assert sorted(map(tuple, segments)) == sorted(map(tuple, fimmed["input_ids"]))
     decoded = sorted(tokenizer.decode(undo_fim(s, ids, tokenizer.eos_token_id)) for s in segments)
     assert decoded == sorted(tokenizer.decode(d) for d in ds["input_ids"])

@@ -9,7 +9,7 @@ import torch
 
 from hf_lmobj import DataCollatorForCausalLM, DataCollatorForMaskedLM
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data import DatasetSource, PipelineLoader, PretrainingStream, RowFormat, TextStream, ghost_batch
+from hf_lmobj.data import PipelineLoader, PretrainingStream, RowFormat, TextStream, ghost_batch
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_lmobj.data.rows import RowFormat, block_layout, row_feature
+from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
 
 
 def _docs(lengths, seed=0):
@@ -41,7 +41,7 @@ def test_pieces_keep_document_order_and_packed_rows_hold_whole_short_documents()
     fmt = RowFormat("pieces", 2)
     layout = block_layout(np.array([5, 2]), fmt)
     assert [row_feature(layout, r, docs, fmt)["input_ids"] for r in range(layout.num_rows)] == [
-        [0, 1], [2, 3], [4], [10, 11]
+        [0], [1, 2], [3, 4], [10, 11]
     ]  # fmt: skip
     packed = RowFormat("packed", 8)
     layout = block_layout(np.array([5, 2]), packed)
@@ -55,3 +55,14 @@ def test_row_format_refuses_bad_values():
         RowFormat("rows", 8)
     with pytest.raises(ValueError, match="max_length"):
         RowFormat("packed", 1)
+
+
+def test_shuffled_rows_are_the_same_rows_in_another_order():
+    lengths = np.random.default_rng(3).integers(1, 40, size=60)
+    docs = _docs(lengths, 3)
+    fmt = RowFormat("packed", 16)
+    layout = block_layout(lengths, fmt)
+    moved = shuffle_rows(layout, np.random.default_rng(0))
+    rows = [tuple(row_feature(layout, r, docs, fmt)["input_ids"]) for r in range(layout.num_rows)]
+    shuffled = [tuple(row_feature(moved, r, docs, fmt)["input_ids"]) for r in range(moved.num_rows)]
+    assert sorted(rows) == sorted(shuffled) and rows != shuffled

@@ -1,0 +1,80 @@
+"""pretrain.py past memory: streamed JSONL files, a token store and a two-source mixture, for each objective."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_lmobj.corpus import load_stdlib_corpus
+from tests.testing_utils import QUICK, ROOT, load_recipe
+
+CONFIGS = {"clm": "clm/demo.yaml", "mlm": "mlm/bert_tiny.yaml", "span": "span/t5_tiny.yaml"}
+BOUNDED = [
+    "--max_validation_documents",
+    "6",
+    "--ngram_orders",
+    "3",
+    "--torch_threads",
+    "1",
+    "--max_train_minutes",
+    "null",
+]
+
+
+@pytest.fixture(scope="module")
+def jsonl_folder(tmp_path_factory) -> Path:
+    """The first 120 stdlib files as 3 JSONL files (a local dataset with no validation split)."""
+    folder = tmp_path_factory.mktemp("jsonl")
+    texts = load_stdlib_corpus(max_documents=120)["train"]["text"]
+    for part in range(3):
+        with open(folder / f"part{part}.jsonl", "w") as f:
+            for text in texts[part::3]:
+                f.write(json.dumps({"text": text}) + "\n")
+    return folder
+
+
+def _run(tmp_path, objective: str, *extra: str) -> dict:
+    args = ["--config", str(ROOT / "recipes/configs" / CONFIGS[objective]), *QUICK, *BOUNDED, "--max_steps", "3"]
+    return load_recipe().main([*args, *extra, "--output_dir", str(tmp_path / objective)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["clm", "mlm", "span"])
+def test_each_objective_trains_from_a_streamed_jsonl_folder(tmp_path, jsonl_folder, objective):
+    metrics = _run(tmp_path, objective, "--dataset_name", str(jsonl_folder), "--streaming", "true")
+    name = f"train_tokens_{jsonl_folder.name}"
+    assert metrics[name] > 0 and (tmp_path / objective / "README.md").exists()
+    assert metrics["eval_loss"] == metrics["eval_loss"]  # finite: the held-out documents were scored
+
+
+@pytest.mark.slow
+def test_clm_trains_from_a_token_store_and_from_a_mixture(tmp_path, jsonl_folder):
+    tokenize = __import__("importlib").import_module("hf_lmobj.recipes.tokenize_corpus")
+    tokenize.main(["--max_documents", "60", "--vocab_size", "1024", "--output_dir", str(tmp_path / "store")])
+    tokenizer = str(tmp_path / "store" / "tokenizer")
+    metrics = _run(tmp_path, "clm", "--token_store", str(tmp_path / "store"), "--tokenizer_name", tokenizer)
+    assert metrics["train_tokens_store"] == metrics["train_tokens_seen"]
+    sources = json.dumps([
+        {"token_store": str(tmp_path / "store"), "weight": 0.7, "name": "store"},
+        {"dataset_name": str(jsonl_folder), "weight": 0.3, "name": "jsonl"},
+    ])  # fmt: skip
+    mixed = _run(tmp_path / "mix", "clm", "--sources", sources, "--tokenizer_name", tokenizer, "--block_documents", "4")
+    assert mixed["train_tokens_store"] > 0 and mixed["train_tokens_jsonl"] > 0
+    assert mixed["train_tokens_store"] + mixed["train_tokens_jsonl"] == mixed["train_tokens_seen"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--streaming", "true"], "dataset_name"),
+        (["--sources", '[{"weight": 1}]'], "exactly one of dataset_name"),
+        (["--sources", '[{"token_store": "x", "weight": 0}]'], "weight must be a number > 0"),
+        (["--sources", "not json"], "JSON list"),
+        (["--token_store", "x", "--sources", '[{"token_store": "x", "weight": 1}]'], "not both"),
+    ],
+)
+def test_bad_pipeline_flags_are_refused_by_name(tmp_path, flags, words):
+    with pytest.raises(ValueError, match=words):
+        _run(tmp_path, "clm", *flags)
