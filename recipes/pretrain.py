@@ -10,9 +10,12 @@ DeepSpeed, chosen by the accelerate config alone.
 
 Any ``TrainingArguments`` field, and every field of ``DataArguments`` / ``ModelArguments`` /
 ``AuxiliaryArguments`` / ``FimArguments`` / ``ReportArguments`` / ``RuntimeArguments`` /
-``OptimizerArguments`` (``--optimizer muon``: Muon for the blocks' matrices), can be set in the YAML
-file or overridden on the command line. The run writes the model (safetensors), the tokenizer, ``metrics.json``,
-``loss_curve.png`` and ``README.md`` (the model card) into ``--output_dir``. The printed report ends
+``OptimizerArguments`` (``--optimizer muon``: Muon for the blocks' matrices) / ``ResumeArguments``, can
+be set in the YAML file or overridden on the command line. A preempted run continues with the same
+command plus ``--resume_from_checkpoint last`` (the latest complete checkpoint of ``--output_dir``,
+trained to the ``max_steps`` its first start chose; ``recipes/support/resume.py``); the same command
+alone over ``checkpoint-*`` folders is refused. The run writes the model (safetensors), the tokenizer,
+``metrics.json``, ``loss_curve.png`` and ``README.md`` (the model card) into ``--output_dir``. The printed report ends
 with, for clm, bits per byte of the validation text beside a Kneser-Ney n-gram model of the same
 training tokens and zlib / bz2 / xz; for mlm and span, eval_loss beside the unigram entropy of the
 training tokens and the target accuracy; with ``fim_rate > 0`` (``clm/fim_demo.yaml``:
@@ -61,6 +64,14 @@ from hf_lmobj.recipes.support.pretraining import (
     MASKED_OBJECTIVES,
     DataArguments,
 )
+from hf_lmobj.recipes.support.resume import (
+    ResumeArguments,
+    ResumePlan,
+    begin_new_run,
+    keep_first_start_steps,
+    load_checkpoint_weights,
+    plan_resume,
+)
 from hf_lmobj.recipes.support.time_budget import StepBudget, fit_max_steps_to_budget
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
@@ -69,7 +80,7 @@ __all__ = ["ReportArguments", "main", "baseline_key"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    data_args, model_args, aux_args, fim_args, report_args, runtime_args, optimizer_args, train_args = (
+    (data_args, model_args, aux_args, fim_args, report_args, runtime_args, optimizer_args, resume_args, train_args) = (
         parse_args_with_config(
             (
                 DataArguments,
@@ -79,6 +90,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 ReportArguments,
                 RuntimeArguments,
                 OptimizerArguments,
+                ResumeArguments,
                 TrainingArguments,
             ),
             cpu_aware_argv(argv),
@@ -86,11 +98,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         )
     )
     timer = PhaseTimer()
-    threads = _thread_control(runtime_args)
-    set_seed(train_args.seed)
     streamed = uses_pipeline(data_args)  # streaming / token store / mixture: nothing is loaded whole
     if streamed and fim_args.fim_rate > 0:
         raise ValueError("fim_rate > 0 trains from in-memory text only for now; drop streaming / token_store / sources")
+    resume = plan_resume(train_args, resume_args, needs_data_state=streamed)  # before any data: fails in seconds
+    threads = _thread_control(runtime_args)
+    set_seed(train_args.seed)
     with timer.phase("corpus"):
         splits = None if streamed else load_text_splits(
             data_args.dataset_name,
@@ -107,6 +120,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         )
     with timer.phase("data"):
         model = build_pretraining_model(data_args.objective, tokenizer, model_args, aux_args, train_args.seed)
+        if resume.weights_from is not None:  # --weights_only_restart: a new run from a checkpoint's weights
+            load_checkpoint_weights(model, resume.weights_from)
         with train_args.main_process_first(desc="prepare data"):
             if streamed:
                 data, validation_texts = prepare_pipeline_data(
@@ -131,7 +146,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(optimizer_args, train_args),
     )
     with timer.phase("training"):
-        budget = _fit_to_budget(trainer, runtime_args, threads)
+        budget = _fit_to_budget(trainer, runtime_args, threads, resume)
+        if not resume.continues and trainer.args.should_save:
+            begin_new_run(train_args.output_dir, resume, trainer.args.max_steps, budget)
         train_metrics = trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint).metrics
     with timer.phase("evaluation"):
         metrics = trainer.evaluate()
@@ -184,8 +201,14 @@ def _thread_control(runtime_args: RuntimeArguments) -> AdaptiveThreadsCallback |
     return AdaptiveThreadsCallback(runtime_args.thread_check_steps)
 
 
-def _fit_to_budget(trainer, runtime_args: RuntimeArguments, threads) -> StepBudget | None:
-    """``max_train_minutes``: lower ``max_steps`` to the steps that fit, timed at the thread count training starts with."""
+def _fit_to_budget(trainer, runtime_args: RuntimeArguments, threads, resume: ResumePlan) -> StepBudget | None:
+    """``max_train_minutes``: lower ``max_steps`` to the steps that fit, timed at the thread count training starts with.
+
+    A resumed run is not timed again: it keeps the ``max_steps`` its first start chose (the checkpoint's).
+    """
+    if resume.continues:
+        main_process = trainer.is_world_process_zero()
+        return keep_first_start_steps(trainer.args, resume, runtime_args.max_train_minutes, main_process)
     if runtime_args.max_train_minutes is None:
         return None
     if threads:

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
-from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
+from hf_lmobj.data.pipeline import PretrainingStream, as_tensors, ghost_batch
 
 __all__ = ["PipelineLoader"]
 
@@ -70,6 +70,10 @@ class PipelineLoader:
         }
         self.tokens_by_source = np.zeros(len(stream.sources), dtype=np.int64)
         self.batches_seen = 0
+        self.batches_in_epoch = 0  # this rank's batches of the current epoch, ghosts included
+        self._positions: dict[int, dict[str, Any]] = {}  # streamed: unit -> position after its last batch
+        self._resumed_batches: int | None = None
+        self._pending_epoch: int | None = None
 
     @property
     def batch_size(self) -> int:
@@ -82,9 +86,72 @@ class PipelineLoader:
         return steps
 
     def set_epoch(self, epoch: int) -> None:
-        self.dataset.set_epoch(epoch)
+        if self._pending_epoch is not None:  # a resumed stream continues its own epoch count
+            self._epoch_offset = self._pending_epoch - epoch
+            self._pending_epoch = None
+        self.dataset.set_epoch(epoch + getattr(self, "_epoch_offset", 0))
 
+    # ---- state -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's data position (JSON-serializable): restoring it resumes without replaying data."""
+        stream = self.dataset
+        state = {
+            "regime": "planned" if stream.planned else "streamed",
+            "epoch": stream.epoch,
+            "batches_in_epoch": self.batches_in_epoch,
+            "batch_size": stream.batch_size,
+            "world_size": stream.world_size,
+            "rank": stream.rank,
+            "workers": self.num_workers,
+            "tokens_by_source": self.tokens_by_source.tolist(),
+        }
+        if not stream.planned:
+            state["units"] = {str(unit): position for unit, position in sorted(self._positions.items())}
+        return state
+
+    def resume(self, states: list[dict[str, Any]], batches_in_epoch: int) -> PipelineLoader:
+        """Continue from every rank's saved ``states`` at this rank's batch ``batches_in_epoch`` of the epoch.
+
+        Planned: any world size, as long as the rows already trained are a whole number of this
+        run's global batches (``batch_size x world_size``). Streamed: the same world size and workers.
+        Raises ``ValueError`` naming what changed.
+        """
+        stream, first = self.dataset, states[0]
+        if first["regime"] != ("planned" if stream.planned else "streamed"):
+            raise ValueError(f"the checkpoint's data was {first['regime']}, this run's is not; resume the same data")
+        if stream.planned:
+            rows_done = first["batches_in_epoch"] * first["batch_size"] * first["world_size"]
+            if rows_done != batches_in_epoch * stream.batch_size * stream.world_size:
+                raise ValueError(
+                    f"the checkpoint trained {rows_done} rows of this epoch ({first['batches_in_epoch']} steps of "
+                    f"{first['batch_size']} rows x {first['world_size']} processes), which is not "
+                    f"{batches_in_epoch} steps of {stream.batch_size} x {stream.world_size}; keep "
+                    "per_device_train_batch_size x gradient_accumulation_steps x world_size unchanged"
+                )
+            stream.start_step = batches_in_epoch
+        else:
+            if (first["world_size"], first["workers"]) != (stream.world_size, self.num_workers):
+                raise ValueError(
+                    f"a streamed source resumes on the same processes and workers: the checkpoint had "
+                    f"{first['world_size']} x {first['workers']}, this run {stream.world_size} x {self.num_workers}; "
+                    "for elastic runs tokenize the corpus into a token store (recipes/tokenize_corpus.py)"
+                )
+            mine = states[stream.rank]
+            stream.resume_positions = {int(unit): position for unit, position in mine["units"].items()}
+            self._positions = dict(stream.resume_positions)
+            batches_in_epoch = mine["batches_in_epoch"]
+            self._pending_epoch = mine["epoch"]
+        totals = np.sum([s["tokens_by_source"] for s in states], axis=0).astype(np.int64)
+        self.tokens_by_source = totals if stream.rank == 0 else np.zeros_like(totals)
+        self._resumed_batches = batches_in_epoch
+        return self
+
+    # ---- iteration ---------------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        resumed, self._resumed_batches = self._resumed_batches, None
+        self.batches_in_epoch = resumed or 0
+        if resumed is None:
+            self.dataset.start_step, self.dataset.resume_positions, self._positions = 0, {}, {}
         items = self._items()
         if self.dataset.planned or self.dataset.world_size == 1:
             yield from (self._take(item) for item in items)
@@ -102,7 +169,10 @@ class PipelineLoader:
     def _take(self, item: dict[str, Any]) -> dict[str, Any]:
         self.tokens_by_source += item["tokens"]
         self.batches_seen += 1
-        return item["batch"]
+        self.batches_in_epoch += 1
+        if "unit" in item:
+            self._positions[item["unit"]] = item["position"]
+        return as_tensors(item["batch"])
 
     def _in_step(self, items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """Streamed on several ranks: stop when every rank is out of data, ghosts until then."""
@@ -115,6 +185,7 @@ class PipelineLoader:
                 last = self._take(item)
                 yield last
             else:
+                self.batches_in_epoch += 1
                 yield ghost_batch(last if last is not None else self.dataset.template_batch())
 
 

@@ -45,15 +45,25 @@ import torch
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.mixture import normalized_weights
 from hf_lmobj.data.planned import EpochPlan
-from hf_lmobj.data.rows import RowFormat, row_feature
+from hf_lmobj.data.rows import RowFormat
 from hf_lmobj.data.sources import DatasetSource, is_random_access
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.validation import check_length
 
-__all__ = ["PretrainingStream", "ghost_batch", "TARGET_KEYS"]
+__all__ = ["PretrainingStream", "ghost_batch", "as_arrays", "as_tensors", "TARGET_KEYS"]
 
 #: Batch keys holding training targets; a ghost batch sets them all to -100.
 TARGET_KEYS = ("labels", "shift_labels")
+
+
+def as_arrays(batch: dict[str, Any]) -> dict[str, Any]:
+    """Tensors of ``batch`` as numpy arrays (no copy); other values as they are."""
+    return {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def as_tensors(batch: dict[str, Any]) -> dict[str, Any]:
+    """Numpy arrays of ``batch`` as tensors (no copy); other values as they are."""
+    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
 
 
 def ghost_batch(batch: dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +117,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         self.block_documents = check_length(block_documents, "block_documents")
         self.seed, self.shuffle = int(seed), bool(shuffle)
         self.rank, self.world_size, self.epoch, self.start_step = 0, 1, 0, 0
+        self.resume_positions: dict[int, dict[str, Any]] = {}  # streamed: unit -> position to resume from
         self.plan = None
         if len(sources) == 1 and is_random_access(sources[0]):
             self.plan = EpochPlan(sources[0].lengths, row_format, block_documents, seed, shuffle)
@@ -143,9 +154,11 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         if hasattr(self.collator, "set_epoch"):
             self.collator.set_epoch(self.epoch)
         if self.plan is not None:
-            yield from self._planned_batches(worker, workers)
+            items = self._planned_batches(worker, workers)
         else:
-            yield from self._streamed_batches(self.rank * workers + worker, self.world_size * workers)
+            items = self._streamed_batches(self.rank * workers + worker, self.world_size * workers)
+        for item in items:  # a worker sends numpy arrays: pickled bytes cross processes faster than tensors
+            yield item if info is None else {**item, "batch": as_arrays(item["batch"])}
 
     def _planned_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
         plan, source = self.plan, self.sources[0]
@@ -158,28 +171,37 @@ class PretrainingStream(torch.utils.data.IterableDataset):
             yield {"step": step, "batch": batch if rows else ghost_batch(batch), "tokens": tokens}
 
     def _planned_row(self, source: Any, row: int) -> dict[str, Any]:
+        """Row ``row``, reading only its chunks' tokens (not whole documents)."""
         block, layout, within = self.plan.locate(row)
         docs = self.plan.block_docs(block)
-        needed = layout.chunk_doc[layout.row_offsets[within] : layout.row_offsets[within + 1]]
-        loaded = {int(d): source.document(int(docs[d])) for d in needed.tolist()}
-        return row_feature(layout, within, _Lookup(loaded), self.row_format)
+        first, last = int(layout.row_offsets[within]), int(layout.row_offsets[within + 1])
+        chunks = zip(layout.chunk_doc[first:last].tolist(), layout.chunk_start[first:last].tolist(),
+                     layout.chunk_len[first:last].tolist())  # fmt: skip
+        pieces = [source.document_slice(int(docs[d]), s, s + n) for d, s, n in chunks]
+        ids = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        if self.row_format.kind == "pieces":
+            return {"input_ids": ids}
+        return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}
 
     def _streamed_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
         features: list[dict[str, Any]] = []
         tokens = np.zeros(len(self.sources), dtype=np.int64)
+        start = self.resume_positions.get(unit)
+        position = start
         step = 0
-        for feature, by_source in self.reader.rows(unit, units, self.epoch):
+        for feature, by_source, position in self.reader.rows(unit, units, self.epoch, start):  # noqa: B007
             features.append(feature)
             tokens += by_source
             if len(features) == self.batch_size:
-                yield {"step": step, "batch": self.collator(features), "tokens": tokens}
+                yield {"step": step, "batch": self.collator(features), "tokens": tokens, "unit": unit,
+                       "position": position}  # fmt: skip
                 features, tokens, step = [], np.zeros_like(tokens), step + 1
         if features:
-            yield {"step": step, "batch": self.collator(features), "tokens": tokens}
+            yield {"step": step, "batch": self.collator(features), "tokens": tokens, "unit": unit, "position": position}
 
     def template_batch(self) -> dict[str, Any]:
         """A ghost batch of one real row, for a rank whose slice held no document at all."""
-        feature, _ = next(iter(self.reader.rows(0, 1, self.epoch)))
+        feature, _, _ = next(iter(self.reader.rows(0, 1, self.epoch)))
         return ghost_batch(self.collator([feature]))
 
     def fingerprint(self) -> dict[str, Any]:
@@ -192,17 +214,19 @@ class PretrainingStream(torch.utils.data.IterableDataset):
             "block_documents": self.block_documents,
             "seed": self.seed,
             "shuffle": self.shuffle,
+            "collator": _describe(self.collator),
         }
 
 
-class _Lookup:
-    """``docs[d]`` for the few block documents one row needs (a dict keyed by block index)."""
+def _describe(collator: Any) -> str:
+    """The collator's class and settings (its dataclass fields), without the tokenizer object."""
+    import dataclasses
 
-    def __init__(self, loaded: dict[int, np.ndarray]) -> None:
-        self.loaded = loaded
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        return self.loaded[index]
+    if dataclasses.is_dataclass(collator):
+        fields = {f.name: getattr(collator, f.name) for f in dataclasses.fields(collator) if f.init}
+        fields["tokenizer"] = getattr(getattr(collator, "tokenizer", None), "name_or_path", None)
+        return f"{type(collator).__name__}({sorted((k, repr(v)) for k, v in fields.items())})"
+    return type(collator).__name__
 
 
 def _is_dataset(value: Any) -> bool:

@@ -4,7 +4,7 @@ A *block* is a group of documents laid out together. Two row kinds:
 
 * ``"packed"`` (causal): best-fit-decreasing of the block's documents into rows of at most
   ``max_length`` tokens; a document longer than a row is cut into chunks. A row is one feature
-  ``{"input_ids": [...], "seq_lengths": [...]}`` that :class:`~hf_lmobj.DataCollatorForCausalLM`
+  ``{"input_ids": ids, "seq_lengths": [...]}`` (ids an int64 array) that :class:`~hf_lmobj.DataCollatorForCausalLM`
   keeps as one row, each chunk its own document.
 * ``"pieces"`` (masked, span, UL2, text infilling): each document cut into consecutive near-equal
   pieces of at most ``max_length`` tokens (so no piece of a 2+ token document is a lone token); one piece is one feature ``{"input_ids": [...]}`` that the objective's
@@ -18,8 +18,9 @@ Example:
     >>> layout.num_rows, layout.chunk_doc.tolist(), layout.row_offsets.tolist()
     (2, [2, 0, 1], [0, 1, 3])
     >>> docs = [np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])]
-    >>> row_feature(layout, 1, docs, RowFormat("packed", 5))
-    {'input_ids': [1, 2, 3, 4, 5], 'seq_lengths': [3, 2]}
+    >>> row = row_feature(layout, 1, docs, RowFormat("packed", 5))
+    >>> row["input_ids"].tolist(), row["seq_lengths"]
+    ([1, 2, 3, 4, 5], [3, 2])
     >>> block_layout(np.array([5, 2]), RowFormat("pieces", 2)).chunk_len.tolist()
     [1, 2, 2, 2]
 """
@@ -119,7 +120,7 @@ def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: 
             layout.chunk_len[first:last].tolist(),
         )
     ]
-    ids = np.concatenate(pieces).tolist() if len(pieces) > 1 else pieces[0].tolist()
+    ids = np.concatenate(pieces) if len(pieces) > 1 else np.asarray(pieces[0], dtype=np.int64)
     if fmt.kind == "pieces":
         return {"input_ids": ids}
     return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}

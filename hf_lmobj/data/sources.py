@@ -42,6 +42,8 @@ class RandomAccessSource(Protocol):
 
     def document(self, index: int) -> np.ndarray: ...  # (L,) int64
 
+    def document_slice(self, index: int, start: int, stop: int) -> np.ndarray: ...  # (stop - start,) int64
+
     def fingerprint(self) -> str: ...
 
 
@@ -71,6 +73,10 @@ class DatasetSource:
     def document(self, index: int) -> np.ndarray:
         return np.asarray(self._column[int(index)].values.to_numpy(zero_copy_only=False), dtype=np.int64)
 
+    def document_slice(self, index: int, start: int, stop: int) -> np.ndarray:
+        values = self._column[int(index)].values.slice(start, stop - start)
+        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+
     def fingerprint(self) -> str:
         return f"dataset:{self.dataset._fingerprint}:{self.column}"
 
@@ -84,11 +90,25 @@ class DatasetSource:
 def encode_texts_as_documents(
     tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], add_bos: bool, add_eos: bool
 ) -> list[np.ndarray]:
-    """Token ids of each text with BOS / EOS by id; special-token strings in the text stay text."""
-    ids = tokenizer(list(texts), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    """Token ids of each text with BOS / EOS by id; special-token strings in the text stay text.
+
+    A fast tokenizer's Rust ``encode_batch_fast`` is called directly (no offsets, no Python-side
+    ``BatchEncoding``), as ``tokenizer(texts, add_special_tokens=False, split_special_tokens=True)``
+    would encode them.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+        before = backend.encode_special_tokens
+        backend.encode_special_tokens = True  # "<|endoftext|>" in the text stays characters
+        try:
+            rows = [encoding.ids for encoding in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
+        finally:
+            backend.encode_special_tokens = before
+    else:
+        rows = tokenizer(list(texts), add_special_tokens=False, split_special_tokens=True)["input_ids"]
     head = [tokenizer.bos_token_id] if add_bos else []
     tail = [tokenizer.eos_token_id] if add_eos else []
-    return [np.asarray(head + row + tail, dtype=np.int64) for row in ids]
+    return [np.array(head + row + tail, dtype=np.int64) for row in rows]
 
 
 class TextStream:

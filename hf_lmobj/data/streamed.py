@@ -1,4 +1,4 @@
-"""The rows one (rank, worker) *unit* makes from its own slice of every source.
+"""The rows one (rank, worker) *unit* makes from its own slice of every source, resumable.
 
 Used for streams and for mixtures (of streams or random-access sources). Unit ``u`` of ``U`` reads
 a disjoint slice of each source (together the units read every document once per pass), mixes
@@ -7,18 +7,26 @@ the documents by tokens (:class:`~hf_lmobj.data.mixture.TokenMixer`), lays every
 with the source (the last block may be short). Several: a source that runs out starts its next
 pass, so the mixture never ends (train it for ``max_steps``).
 
+Every row comes with the unit's *position after it*: where each source's next document starts at
+the beginning of the current block (a random-access slice's index; a stream's ``datasets``
+``state_dict()`` before the tokenized batch and the documents of it already taken), the mixer's
+counts, and the rows of the block already emitted. Resuming from a position re-reads one block at
+most, whatever the step: no replay of the data before it.
+
 Example:
     >>> from hf_lmobj.data.rows import RowFormat
     >>> from hf_lmobj.data.sources import DatasetSource
     >>> import datasets
     >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]}))
     >>> reader = UnitReader([source], RowFormat("packed", 5), shuffle=False)
-    >>> [row["input_ids"] for row, _ in reader.rows(unit=0, num_units=2, epoch=0)]
+    >>> [row["input_ids"].tolist() for row, _, _ in reader.rows(unit=0, num_units=2, epoch=0)]
     [[6, 7, 8, 9], [1, 2, 3]]
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +36,68 @@ import numpy as np
 from hf_lmobj.data.mixture import TokenMixer
 from hf_lmobj.data.planned import epoch_rng
 from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
-from hf_lmobj.data.sources import TextStream
+from hf_lmobj.data.sources import TextStream, encode_texts_as_documents
 
-__all__ = ["UnitReader"]
+__all__ = ["UnitReader", "SourceCursor"]
+
+
+class SourceCursor:
+    """One unit's documents of one source, pass by pass; ``position()`` is where the next one starts."""
+
+    def __init__(self, reader: UnitReader, index: int, unit: int, num_units: int, position: dict | None) -> None:
+        self.reader, self.index, self.unit, self.num_units = reader, index, unit, num_units
+        self.source = reader.sources[index]
+        position = position or {"pass": 0, "state": None, "taken": 0}
+        self._open(position["pass"], position["state"], position["taken"])
+
+    def _open(self, pass_: int, state: Any, taken: int) -> None:
+        self.pass_, self.state, self.taken = pass_, state, taken
+        self._batch: list[np.ndarray] = []
+        if isinstance(self.source, TextStream):
+            self._examples = self.source.unit_slice(self.unit, self.num_units, epoch=pass_)
+            if state is not None:
+                self._examples.load_state_dict(state)
+            self._iterator = iter(self._examples)
+            self._refill(skip=taken)
+        else:
+            count = self.source.lengths.size
+            order = epoch_rng(self.reader.seed, 2, self.index, pass_).permutation(count)
+            self._order = (order if self.reader.shuffle else np.arange(count))[self.unit :: self.num_units]
+
+    def _refill(self, skip: int = 0) -> None:
+        """Tokenize the stream's next batch of texts (``state`` = the stream's position before it)."""
+        self.state = self._examples.state_dict()
+        column = self.source.text_column
+        texts = [row[column] for row in itertools.islice(self._iterator, self.source.batch_size)]
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"{self.source.name}: column {column!r} must hold strings, got {type(text).__name__}")
+        if texts:
+            source = self.source
+            self._batch = encode_texts_as_documents(source.tokenizer, texts, source.add_bos, source.add_eos)
+        self.taken = skip
+        self._batch = self._batch[skip:] if texts else []
+
+    def next(self) -> np.ndarray | None:
+        """The next document of this pass, or None when the pass is over."""
+        if isinstance(self.source, TextStream):
+            if not self._batch:
+                self._refill()
+                if not self._batch:
+                    return None
+            self.taken += 1
+            return self._batch.pop(0)
+        if self.taken >= self._order.size:
+            return None
+        self.taken += 1
+        return self.source.document(int(self._order[self.taken - 1]))
+
+    def next_pass(self) -> None:
+        self._open(self.pass_ + 1, None, 0)
+
+    def position(self) -> dict[str, Any]:
+        """Where the next document starts (JSON-serializable)."""
+        return {"pass": self.pass_, "state": copy.deepcopy(self.state), "taken": self.taken}
 
 
 @dataclass
@@ -44,55 +111,55 @@ class UnitReader:
     seed: int = 0
     shuffle: bool = True
 
-    def documents(self, source_index: int, unit: int, num_units: int, pass_: int) -> Iterator[np.ndarray]:
-        """Token ids of the unit's documents of one source in pass ``pass_``."""
-        source = self.sources[source_index]
-        if isinstance(source, TextStream):
-            yield from source.iter_documents(source.unit_slice(unit, num_units, epoch=pass_))
-            return
-        count = source.lengths.size
-        rng = epoch_rng(self.seed, 2, source_index, pass_)
-        order = rng.permutation(count) if self.shuffle else np.arange(count)
-        for index in order[unit::num_units].tolist():
-            yield source.document(index)
+    def _next_document(self, cursors: list[SourceCursor], mixer: TokenMixer | None, unit: int) -> tuple[int, Any]:
+        """``(source, document)``; document None when the unit's single source is done."""
+        if mixer is None:
+            return 0, cursors[0].next()
+        i = mixer.choose()
+        doc = cursors[i].next()
+        if doc is None:  # this source's pass is over: start the next one
+            cursors[i].next_pass()
+            doc = cursors[i].next()
+            if doc is None:
+                raise ValueError(
+                    f"source {i} has no document for unit {unit} of {cursors[i].num_units} (processes x workers); "
+                    "give it at least as many documents (or shards) as units"
+                )
+        mixer.add(i, int(doc.size))
+        return i, doc
 
-    def _mixed(self, unit: int, num_units: int, epoch: int) -> Iterator[tuple[int, np.ndarray]]:
-        """``(source, document)`` pairs of the unit, mixed by tokens."""
-        if len(self.sources) == 1:
-            for doc in self.documents(0, unit, num_units, epoch):
-                yield 0, doc
-            return
-        mixer = TokenMixer(self.weights)
-        passes = [0] * len(self.sources)
-        streams = [self.documents(i, unit, num_units, 0) for i in range(len(self.sources))]
+    def rows(
+        self, unit: int, num_units: int, epoch: int, position: dict | None = None
+    ) -> Iterator[tuple[dict[str, Any], np.ndarray, dict[str, Any]]]:
+        """``(feature, tokens per source, position after it)`` of each row the unit makes, in order.
+
+        ``position`` (from an earlier row) resumes right after that row.
+        """
+        start = position or {"cursors": [None] * len(self.sources), "taken": None, "block": 0, "row": 0}
+        if len(self.sources) == 1 and start["cursors"][0] is None:
+            start["cursors"][0] = {"pass": epoch, "state": None, "taken": 0}
+        cursors = [SourceCursor(self, i, unit, num_units, p) for i, p in enumerate(start["cursors"])]
+        mixer = None if len(self.sources) == 1 else TokenMixer(self.weights, start["taken"])
+        block, skip = start["block"], start["row"]
         while True:
-            i = mixer.choose()
-            doc = next(streams[i], None)
-            if doc is None:  # this source's pass is over: start the next one
-                passes[i] += 1
-                streams[i] = self.documents(i, unit, num_units, passes[i])
-                doc = next(streams[i], None)
+            at_start = {
+                "cursors": [c.position() for c in cursors],
+                "taken": None if mixer is None else mixer.taken.tolist(),
+                "block": block,
+            }
+            docs, owners = [], []
+            while len(docs) < self.block_documents:
+                owner, doc = self._next_document(cursors, mixer, unit)
                 if doc is None:
-                    raise ValueError(
-                        f"source {i} has no document for unit {unit} of {num_units} (processes x workers); "
-                        "give it at least as many documents (or shards) as units"
-                    )
-            mixer.add(i, int(doc.size))
-            yield i, doc
-
-    def rows(self, unit: int, num_units: int, epoch: int) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
-        """``(feature, tokens per source)`` of each row the unit makes, in order."""
-        docs: list[np.ndarray] = []
-        owners: list[int] = []
-        block = 0
-        for owner, doc in self._mixed(unit, num_units, epoch):
-            docs.append(doc)
-            owners.append(owner)
-            if len(docs) == self.block_documents:
-                yield from self._block_rows(docs, owners, (unit, num_units, epoch, block))
-                docs, owners, block = [], [], block + 1
-        if docs:
-            yield from self._block_rows(docs, owners, (unit, num_units, epoch, block))
+                    break
+                docs.append(doc)
+                owners.append(owner)
+            if not docs:
+                return
+            for row, (feature, by_source) in enumerate(self._block_rows(docs, owners, (unit, num_units, epoch, block))):
+                if row >= skip:
+                    yield feature, by_source, {**at_start, "row": row + 1}
+            block, skip = block + 1, 0
 
     def _block_rows(
         self, docs: list[np.ndarray], owners: list[int], key: tuple[int, ...]

@@ -129,9 +129,10 @@ class TokenStore:
         self.vocab_size = int(self.meta["vocab_size"])
         self.num_documents, self.num_tokens = int(self.meta["num_documents"]), int(self.meta["num_tokens"])
         offsets = state["offsets"]
-        self.offsets = np.load(offsets, mmap_mode="r") if isinstance(offsets, Path) else offsets
+        # plain ndarray views of the maps: slicing a np.memmap subclass costs more than the copy it makes
+        self.offsets = np.asarray(np.load(offsets, mmap_mode="r")) if isinstance(offsets, Path) else offsets
         self._tokens = (
-            np.memmap(state["tokens_path"], dtype=self.dtype, mode="r", shape=(self.num_tokens,))
+            np.asarray(np.memmap(state["tokens_path"], dtype=self.dtype, mode="r", shape=(self.num_tokens,)))
             if self.num_tokens
             else np.zeros(0, self.dtype)
         )
@@ -301,6 +302,11 @@ class TokenStore:
         if not 0 <= i < self.num_documents:
             raise ValueError(f"document index {index} is out of range [0, {self.num_documents}) of {self.path}")
         return self._tokens[int(self.offsets[i]) : int(self.offsets[i + 1])].astype(np.int64)
+
+    def document_slice(self, index: int, start: int, stop: int) -> np.ndarray:
+        """An int64 copy of tokens ``[start, stop)`` of document ``index`` (a chunk of a long document)."""
+        first = int(self.offsets[index])
+        return self._tokens[first + start : first + stop].astype(np.int64)
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
         """An int64 copy of the flat token range ``[start, stop)`` (documents back to back).

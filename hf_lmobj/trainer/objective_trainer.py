@@ -43,12 +43,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
+import transformers.trainer as hf_trainer
 from torch import nn
 from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.loader import PipelineLoader
@@ -56,6 +60,15 @@ from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
+from hf_lmobj.trainer.checkpoints import (
+    DATA_STATE_NAME,
+    check_checkpoint,
+    check_fingerprint,
+    latest_complete_checkpoint,
+    read_data_state,
+    write_complete_marker,
+    write_data_state,
+)
 from hf_lmobj.trainer.objectives import (
     Objective,
     capture_head,
@@ -144,6 +157,7 @@ class ObjectiveTrainer(Trainer):
         logit_softcap: float | None = None,
         chunk_size: int | None = None,
         use_linear_head: bool = True,
+        ignore_data_fingerprint: bool = False,
         **kwargs: Any,
     ) -> None:
         if kwargs.get("compute_loss_func") is not None:
@@ -158,6 +172,98 @@ class ObjectiveTrainer(Trainer):
         self._eval_totals: torch.Tensor | None = None  # (2,) float64: NLL sum, target count
         self._eval_rows: torch.Tensor | None = None  # (B, 2) of the last evaluated batch
         self._pipeline_loader: PipelineLoader | None = None
+        self.ignore_data_fingerprint = check_flag(ignore_data_fingerprint, "ignore_data_fingerprint")
+        self._data_resume: dict | None = None  # the checkpoint's data state, applied where the Trainer would replay
+
+    # ---- checkpoints and resume -----------------------------------------------------------
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):
+        """``Trainer.train``; a resume is checked first and the data continues without replay.
+
+        ``resume_from_checkpoint=True`` takes the latest *complete* checkpoint of ``output_dir`` (one
+        whose save finished). A checkpoint without ``optimizer.pt``, ``scheduler.pt``,
+        ``trainer_state.json`` (or, for a ``PretrainingStream``, ``data_state.json``) is refused by
+        name, and so is one whose data fingerprint differs (unless ``ignore_data_fingerprint``).
+        """
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = latest_complete_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"resume_from_checkpoint=True: no complete checkpoint in {self.args.output_dir}")
+        self._data_resume = None
+        if resume_from_checkpoint:
+            streamed = isinstance(self.train_dataset, PretrainingStream)
+            folder = check_checkpoint(resume_from_checkpoint, needs_data_state=streamed)
+            resume_from_checkpoint = str(folder)
+            if streamed:
+                self._data_resume = read_data_state(folder)
+                check_fingerprint(
+                    self._data_resume["fingerprint"], self._data_fingerprint(), self.ignore_data_fingerprint
+                )
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _data_fingerprint(self) -> dict[str, Any]:
+        return {**self.train_dataset.fingerprint(), "objective": self.objective}
+
+    def _run_epoch(self, model, epoch, train_dataloader, *args: Any, **kwargs: Any):
+        """The stock epoch; a ``PipelineLoader`` resumes from its saved position instead of replaying batches."""
+        if not isinstance(train_dataloader, PipelineLoader):
+            return super()._run_epoch(model, epoch, train_dataloader, *args, **kwargs)
+        with self._resume_without_replay():
+            return super()._run_epoch(model, epoch, train_dataloader, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def _resume_without_replay(self) -> Iterator[None]:
+        """Within the epoch, the Trainer's one ``skip_first_batches`` call repositions the loader in O(1)."""
+        stock = hf_trainer.skip_first_batches
+
+        def reposition(loader, num_batches: int = 0):
+            if not isinstance(loader, PipelineLoader):
+                return stock(loader, num_batches)
+            if self._data_resume is None:
+                raise ValueError(
+                    f"resuming {num_batches} batches into the epoch needs the checkpoint's {DATA_STATE_NAME}"
+                )
+            states, self._data_resume = self._data_resume["ranks"], None
+            return loader.resume(states, num_batches)
+
+        hf_trainer.skip_first_batches = reposition
+        try:
+            yield
+        finally:
+            hf_trainer.skip_first_batches = stock
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """The stock checkpoint, then the data state, then a completion marker; old ones rotate last."""
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # rotation waits until the new checkpoint is complete
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        run_dir = self._get_output_dir(trial=trial)
+        folder = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        states = self._gathered_data_states()
+        if self.args.should_save:
+            if states is not None:
+                write_data_state(folder, states, self._data_fingerprint())
+            write_complete_marker(folder, self.state.global_step, sorted(os.listdir(folder)))
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+
+    def _gathered_data_states(self) -> list[dict] | None:
+        """Every rank's data position (collective), or None when the run reads no pipeline."""
+        if self._pipeline_loader is None:
+            return None
+        state = self._pipeline_loader.state_dict()
+        if self.args.world_size == 1:
+            return [state]
+        gathered: list[Any] = [None] * self.args.world_size
+        torch.distributed.all_gather_object(gathered, state)
+        return gathered
 
     # ---- the training data ----------------------------------------------------------------
     def get_train_dataloader(self):

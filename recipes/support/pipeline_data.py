@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow as pa
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_lmobj.corpus import load_stdlib_corpus
@@ -122,14 +124,17 @@ def bounded_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Da
 
 
 def _sample_documents(stream: PretrainingStream, max_tokens: int) -> datasets.Dataset:
-    """The first documents of the training mixture, up to ``max_tokens`` tokens (report statistics)."""
-    rows, total = [], 0
-    for feature, _ in stream.reader.rows(0, 1, 0):
-        rows.append(feature["input_ids"])
-        total += len(feature["input_ids"])
+    """The first rows of the training mixture, up to ``max_tokens`` tokens, as compact int32 Arrow lists."""
+    pieces, total = [], 0
+    for feature, _, _ in stream.reader.rows(0, 1, 0):
+        pieces.append(np.asarray(feature["input_ids"], dtype=np.int32))
+        total += pieces[-1].size
         if total >= max_tokens:
             break
-    return datasets.Dataset.from_dict({"input_ids": rows})
+    offsets = np.concatenate([[0], np.cumsum([p.size for p in pieces])]).astype(np.int32)
+    values = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+    column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+    return datasets.Dataset(pa.table({"input_ids": column}))
 
 
 def prepare_pipeline_data(

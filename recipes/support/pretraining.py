@@ -85,6 +85,12 @@ class DataArguments:
             "name: ..., text_column: ...}; weights are shares of the tokens."
         },
     )
+    ignore_data_fingerprint: bool = field(
+        default=False,
+        metadata={
+            "help": "Resume even if the data (sources, weights, tokenizer, max_length, objective, seed) changed."
+        },
+    )
     block_documents: int = field(
         default=1000, metadata={"help": "Streaming / token store: documents packed together (more packs tighter)."}
     )

@@ -47,15 +47,29 @@ STEP_FIXED_SECONDS = 0.025
 
 @dataclass(frozen=True)
 class StepBudget:
-    """What a budget decided: the measured seconds per step and the steps kept out of ``requested``."""
+    """What a budget decided: the measured seconds per step and the steps kept out of ``requested``.
+
+    ``seconds_per_step`` is None when nothing was timed: a resumed run keeps the steps its first
+    start chose (``recipes/support/resume.py``), so its schedule is the one the checkpoint was trained on.
+    """
 
     minutes: float
-    seconds_per_step: float
+    seconds_per_step: float | None
     requested: int
     steps: int
 
     def summary(self) -> str:
-        """One report line, e.g. ``7 min at 1.30 s/step: 302 of 650 steps``."""
+        """One report line, e.g. ``7 min at 1.30 s/step: 302 of 650 steps``.
+
+        Example:
+            >>> StepBudget(7.0, None, 650, 302).summary()
+            '7 min: 302 of 650 steps, chosen at the first start (not timed again on resume)'
+        """
+        if self.seconds_per_step is None:
+            return (
+                f"{self.minutes:g} min: {self.steps} of {self.requested} steps, chosen at the first start "
+                "(not timed again on resume)"
+            )
         return f"{self.minutes:g} min at {self.seconds_per_step:.2f} s/step: {self.steps} of {self.requested} steps"
 
 

@@ -24,6 +24,7 @@ GLOO_SCRIPT = SCRIPTS / "allreduce_gloo.py"
 EXPECTED = {
     "cpu.yaml": (DistributedType.NO, 1, True, "no"),
     "multi_process.yaml": (DistributedType.MULTI_GPU, 2, True, "no"),
+    "multi_node.yaml": (DistributedType.MULTI_GPU, 16, False, "bf16"),  # 16 = the total over its 2 machines
     "single_gpu.yaml": (DistributedType.NO, 1, False, "bf16"),
     "multi_gpu.yaml": (DistributedType.MULTI_GPU, 8, False, "bf16"),
     "fsdp2.yaml": (DistributedType.FSDP, 8, False, "bf16"),
@@ -34,6 +35,7 @@ EXPECTED = {
 LAUNCHER = {
     "cpu.yaml": "simple",
     "multi_process.yaml": "multi_gpu",
+    "multi_node.yaml": "multi_gpu",
     "single_gpu.yaml": "simple",
     "multi_gpu.yaml": "multi_gpu",
     "fsdp2.yaml": "fsdp",
@@ -73,7 +75,7 @@ def test_config_parses_with_accelerate_cluster_config(name):
     assert config.num_processes == num_processes
     assert config.use_cpu is use_cpu
     assert config.mixed_precision == mixed_precision
-    assert config.num_machines == 1
+    assert config.num_machines == (2 if name == "multi_node.yaml" else 1)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -173,6 +175,7 @@ CPU_RUNS = {
     "fsdp2.yaml": (["--num_processes", "2"], 2, "bf16"),
 }
 NOT_ON_CPU = {
+    "multi_node.yaml": "one launch per machine, two launches in all: tests/recipes/test_multi_node.py runs both on loopback",
     "deepspeed_zero2.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
     "deepspeed_zero3.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
 }

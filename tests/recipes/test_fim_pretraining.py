@@ -38,11 +38,11 @@ def test_pieces_keep_every_token_and_character(tokenizer, corpus):
 
 
 def _segments(dataset) -> list[list[int]]:
-    """The documents of packed rows (position_ids restart at 0 for each)."""
+    """The documents of packed rows (``seq_lengths`` gives each row's document lengths)."""
     out = []
     for row in dataset:
-        starts = [i for i, p in enumerate(row["position_ids"]) if p == 0] + [len(row["position_ids"])]
-        out += [row["input_ids"][a:b] for a, b in zip(starts, starts[1:])]
+        ends = [sum(row["seq_lengths"][: i + 1]) for i in range(len(row["seq_lengths"]))]
+        out += [row["input_ids"][a:b] for a, b in zip([0, *ends], ends)]
     return out
 
 

@@ -1,0 +1,264 @@
+"""Resuming a pre-training run: which checkpoint, whether it can continue the run, what the first start chose.
+
+:func:`plan_resume` runs right after the arguments are parsed, before any text is read or any
+tokenizer trained, so a resume that cannot work fails in seconds:
+
+- ``--resume_from_checkpoint true`` (or ``last``) continues from the latest *complete* checkpoint of
+  ``output_dir`` (:func:`~hf_lmobj.trainer.checkpoints.latest_complete_checkpoint`), a path from that
+  folder; either is refused, by file name, if it lacks the optimizer, the scheduler, the trainer state
+  or (streamed / token store / mixture data) the data state.
+- A run without a resume in an ``output_dir`` holding ``checkpoint-*`` folders (a requeued job) is
+  refused rather than trained from step 1 over them; ``--overwrite_output_dir true`` starts over (the
+  old checkpoints are deleted before training, so ``last`` never picks an earlier run's).
+- ``--weights_only_restart true`` with a checkpoint starts a *new* run from its model weights alone:
+  step 0, a fresh optimizer and schedule, the data from its start.
+
+What the first start decided and the schedule depends on, ``max_steps`` (a ``max_train_minutes``
+budget lowers it once), is the ``max_steps`` of the checkpoint's ``trainer_state.json``; a resumed
+run trains to it without timing again. A new run also records it in
+``<output_dir>/run_decisions.json`` (:data:`RUN_DECISIONS_NAME`) before training.
+
+Example:
+    >>> import tempfile
+    >>> from transformers import TrainingArguments
+    >>> out = tempfile.mkdtemp()
+    >>> args = TrainingArguments(output_dir=out, resume_from_checkpoint="last", report_to="none")
+    >>> plan_resume(args, ResumeArguments(), needs_data_state=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --resume_from_checkpoint last: ... holds no complete checkpoint...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import PreTrainedModel, TrainingArguments
+from transformers.trainer_utils import load_sharded_checkpoint
+from transformers.utils import logging
+
+from hf_lmobj.recipes.support.time_budget import StepBudget
+from hf_lmobj.trainer.checkpoints import (
+    COMPLETE_NAME,
+    check_checkpoint,
+    checkpoint_folders,
+    latest_complete_checkpoint,
+)
+
+__all__ = [
+    "RUN_DECISIONS_NAME",
+    "WEIGHT_FILES",
+    "ResumeArguments",
+    "ResumePlan",
+    "plan_resume",
+    "load_checkpoint_weights",
+    "keep_first_start_steps",
+    "begin_new_run",
+]
+
+logger = logging.get_logger(__name__)
+
+#: What a new run decided before training (``max_steps`` and the budget), written once in ``output_dir``.
+RUN_DECISIONS_NAME = "run_decisions.json"
+#: The model-weight files a weights-only restart reads (one file, or the index of a sharded one).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+_LATEST = ("true", "last")
+_NONE = ("", "false", "none", "null")
+
+
+@dataclass
+class ResumeArguments:
+    """How a run treats the checkpoints it finds (``--resume_from_checkpoint`` is the Trainer's own field)."""
+
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Start a new run in an output_dir that holds checkpoint-* folders: they are deleted before "
+            "training. Without it such a rerun is refused (--resume_from_checkpoint last continues it)."
+        },
+    )
+    weights_only_restart: bool = field(
+        default=False,
+        metadata={
+            "help": "With --resume_from_checkpoint PATH|last: a new run from the checkpoint's model weights only "
+            "(step 0, fresh optimizer and schedule, data from its start); optimizer, scheduler and data state "
+            "may be missing."
+        },
+    )
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What :func:`plan_resume` resolved: continue from ``checkpoint``, or a new run (from ``weights_from``)."""
+
+    checkpoint: Path | None = None  # continue here: weights, optimizer, schedule, step, data position
+    weights_from: Path | None = None  # a new run starting from these model weights
+    max_steps: int | None = None  # the max_steps the checkpoint's run trained to (continuations only)
+    clear: tuple[Path, ...] = ()  # an earlier run's checkpoints, deleted before training (overwrite)
+
+    @property
+    def continues(self) -> bool:
+        """Whether the run continues a checkpoint's run (False: a new run, step 0)."""
+        return self.checkpoint is not None
+
+
+def plan_resume(train_args: TrainingArguments, resume_args: ResumeArguments, needs_data_state: bool) -> ResumePlan:
+    """Resolve and check ``train_args.resume_from_checkpoint`` against ``output_dir``; refuse what cannot work.
+
+    Sets ``train_args.resume_from_checkpoint`` to the resolved folder (None for a new run), so the
+    Trainer never sees ``true`` / ``last``. ``needs_data_state``: the run trains on a
+    ``PretrainingStream``, whose position the checkpoint must hold.
+
+    Raises:
+        ValueError: ``true`` / ``last`` and no complete checkpoint in ``output_dir``; a checkpoint
+            without ``optimizer.pt``, ``scheduler.pt``, ``trainer_state.json`` (or the data state),
+            named; a new run over ``checkpoint-*`` folders without ``--overwrite_output_dir``;
+            ``--weights_only_restart`` without a checkpoint or with one that holds no weights;
+            ``--overwrite_output_dir`` together with a continuation.
+    """
+    output_dir = train_args.output_dir
+    requested = _requested_checkpoint(train_args.resume_from_checkpoint, output_dir)
+    train_args.resume_from_checkpoint = None
+    if resume_args.weights_only_restart:
+        if requested is None:
+            raise ValueError(
+                "--weights_only_restart true needs --resume_from_checkpoint PATH (or last): the weights to start from"
+            )
+        folder = _with_weights(check_checkpoint(requested, needs_data_state, weights_only=True))
+        return ResumePlan(weights_from=folder, clear=_earlier_checkpoints(output_dir, resume_args.overwrite_output_dir))
+    if requested is None:
+        return ResumePlan(clear=_earlier_checkpoints(output_dir, resume_args.overwrite_output_dir))
+    if resume_args.overwrite_output_dir:
+        raise ValueError(
+            "--overwrite_output_dir true starts over and --resume_from_checkpoint continues: give one "
+            "(--weights_only_restart true starts over from the checkpoint's weights)"
+        )
+    folder = check_checkpoint(requested, needs_data_state)
+    if not (folder / COMPLETE_NAME).is_file():
+        logger.warning(f"{folder} has no {COMPLETE_NAME}: its save may have been cut short")
+    train_args.resume_from_checkpoint = str(folder)
+    return ResumePlan(checkpoint=folder, max_steps=_trained_max_steps(folder))
+
+
+def _requested_checkpoint(value: str | bool | None, output_dir: str) -> Path | None:
+    """The folder ``--resume_from_checkpoint`` names: ``true`` / ``last`` -> the latest complete one."""
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in _NONE):
+        return None
+    if value is True or value.strip().lower() in _LATEST:
+        latest = latest_complete_checkpoint(output_dir)
+        if latest is not None:
+            return latest
+        cut = [p.name for p in checkpoint_folders(output_dir)]
+        why = f" ({', '.join(cut)} lack {COMPLETE_NAME}: saves cut short)" if cut else ""
+        raise ValueError(
+            f"--resume_from_checkpoint {value}: {output_dir} holds no complete checkpoint{why}; pass a "
+            "checkpoint folder, or drop --resume_from_checkpoint to start a new run"
+        )
+    return Path(value)
+
+
+def _earlier_checkpoints(output_dir: str, overwrite: bool) -> tuple[Path, ...]:
+    """``output_dir``'s checkpoints a new run would train over: refused, or (overwrite) to be deleted."""
+    found = checkpoint_folders(output_dir)
+    if found and not overwrite:
+        names = ", ".join(p.name for p in found)
+        raise ValueError(
+            f"{output_dir} holds checkpoints of an earlier run ({names}); a new run would overwrite them from "
+            "step 1. Pass --resume_from_checkpoint last to continue it, or --overwrite_output_dir true (deletes "
+            "them) or another --output_dir to start over"
+        )
+    return tuple(found)
+
+
+def _with_weights(folder: Path) -> Path:
+    if not any((folder / name).is_file() for name in WEIGHT_FILES):
+        raise ValueError(f"--weights_only_restart: {folder} holds no model weights (one of {', '.join(WEIGHT_FILES)})")
+    return folder
+
+
+def _trained_max_steps(folder: Path) -> int:
+    """The ``max_steps`` the checkpoint's run built its schedule for (its ``trainer_state.json``)."""
+    return int(json.loads((folder / "trainer_state.json").read_text())["max_steps"])
+
+
+def load_checkpoint_weights(model: torch.nn.Module | PreTrainedModel, folder: str | os.PathLike) -> None:
+    """Load a checkpoint's model weights into ``model`` in place (one file, or a sharded one's index).
+
+    Every weight of ``model`` must come from the checkpoint except those tied to one that does (a
+    tied output head is saved once); any other missing or unexpected name is a ``ValueError``.
+    """
+    folder = Path(folder)
+    if (folder / "model.safetensors").is_file():
+        loaded = model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
+    elif (folder / "pytorch_model.bin").is_file():
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        loaded = model.load_state_dict(state, strict=False)
+    else:
+        loaded = load_sharded_checkpoint(model, folder, strict=False)
+    missing = _untied(model, loaded.missing_keys)
+    if missing or loaded.unexpected_keys:
+        raise ValueError(
+            f"{folder} does not hold this model's weights: missing {missing[:5]}, unexpected "
+            f"{list(loaded.unexpected_keys)[:5]} (a checkpoint of another model or configuration?)"
+        )
+
+
+def _untied(model: torch.nn.Module, missing: list[str]) -> list[str]:
+    """The names of ``missing`` that share no storage with a weight that was loaded."""
+    state, absent = model.state_dict(), set(missing)
+    loaded = {tensor.data_ptr() for name, tensor in state.items() if name not in absent}
+    return [name for name in missing if state[name].data_ptr() not in loaded]
+
+
+def keep_first_start_steps(
+    train_args: TrainingArguments, plan: ResumePlan, minutes: float | None, main_process: bool
+) -> StepBudget | None:
+    """A continuation trains to the ``max_steps`` its checkpoint's run chose; a budget is not timed again.
+
+    With ``max_train_minutes`` the first start's budget (``plan.max_steps``) replaces the command's
+    ``max_steps`` (the most a budget may keep), so the schedule is the one the checkpoint was trained
+    on; without one, a changed ``max_steps`` is kept and warned about (the schedule is rebuilt).
+    """
+    if minutes is None:
+        if train_args.max_steps != plan.max_steps:
+            logger.warning(
+                f"{plan.checkpoint} was trained toward max_steps {plan.max_steps}; this run trains to "
+                f"{train_args.max_steps}, with its schedule rebuilt for that"
+            )
+        return None
+    budget = StepBudget(minutes, None, train_args.max_steps, plan.max_steps)
+    train_args.max_steps = plan.max_steps
+    if main_process:
+        print(f"max_train_minutes: resuming with max_steps {plan.max_steps} from {plan.checkpoint}, not timed again")
+    return budget
+
+
+def begin_new_run(output_dir: str | os.PathLike, plan: ResumePlan, max_steps: int, budget: StepBudget | None) -> None:
+    """Main process, before a new run trains: delete the earlier run's checkpoints and record the decisions.
+
+    ``<output_dir>/run_decisions.json`` holds ``max_steps`` and the budget that chose it (None without
+    one), written atomically (a temporary file renamed into place).
+    """
+    for folder in plan.clear:
+        shutil.rmtree(folder)
+    root = Path(output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    decisions = {
+        "max_steps": int(max_steps),
+        "budget": asdict(budget) if budget is not None else None,
+        "weights_from": str(plan.weights_from) if plan.weights_from is not None else None,
+    }
+    tmp = root / (RUN_DECISIONS_NAME + ".tmp")
+    tmp.write_text(json.dumps(decisions, indent=1))
+    os.replace(tmp, root / RUN_DECISIONS_NAME)
