@@ -99,8 +99,6 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     timer = PhaseTimer()
     streamed = uses_pipeline(data_args)  # streaming / token store / mixture: nothing is loaded whole
-    if streamed and fim_args.fim_rate > 0:
-        raise ValueError("fim_rate > 0 trains from in-memory text only for now; drop streaming / token_store / sources")
     resume = plan_resume(train_args, resume_args, needs_data_state=streamed)  # before any data: fails in seconds
     threads = _thread_control(runtime_args)
     set_seed(train_args.seed)
@@ -124,15 +122,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             load_checkpoint_weights(model, resume.weights_from)
         with train_args.main_process_first(desc="prepare data"):
             if streamed:
-                data, validation_texts = prepare_pipeline_data(
+                data, validation = prepare_pipeline_data(
                     data_args.objective, tokenizer, data_args, train_args.per_device_train_batch_size, model,
-                    train_args.seed,
+                    train_args.seed, fim_args,
                 )  # fmt: skip
             else:
                 data = prepare_pretraining_data(
                     data_args.objective, tokenizer, splits, data_args, fim_args, model, train_args.seed
                 )
-                validation_texts = list(splits["validation"][data_args.text_column])
+                validation = splits["validation"]
+            validation_texts = list(validation[data_args.text_column])
         if data.train_documents is not None:  # the report's n-gram baseline fits on a bounded sample
             data.train_documents = bounded_documents(data.train_documents, data_args.report_sample_tokens)
     trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
@@ -144,6 +143,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         train_dataset=data.train_dataset,
         eval_dataset=data.eval_dataset,
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(optimizer_args, train_args),
+        ignore_data_fingerprint=data_args.ignore_data_fingerprint,
     )
     with timer.phase("training"):
         budget = _fit_to_budget(trainer, runtime_args, threads, resume)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         if fim_args.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
             with timer.phase("infilling"):
                 metrics.update(validation_infilling(
-                    predictor, tokenizer, splits["validation"], data_args.text_column, fim_args, data_args.max_length
+                    predictor, tokenizer, validation, data_args.text_column, fim_args, data_args.max_length
                 ))  # fmt: skip
     # Collective work on every rank (FSDP2 / ZeRO-3 gather the full state dict and run the sharded
     # model together); files are written and lines printed by the main process only.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import datasets
@@ -121,6 +121,8 @@ class TextStream:
         text_column: the column holding the text.
         batch_size: texts tokenized per call (the fast tokenizer's batch).
         name: how logs and the fingerprint call this source.
+        encode: a per-text transform (texts -> the documents each becomes, e.g.
+            :class:`~hf_lmobj.data.transforms.FimPieces`); None encodes each text as one document.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class TextStream:
         add_eos: bool = True,
         batch_size: int = 1000,
         name: str = "stream",
+        encode: Callable[[list[str]], list[list[np.ndarray]]] | None = None,
     ) -> None:
         if isinstance(dataset, datasets.Dataset):
             dataset = dataset.to_iterable_dataset(num_shards=min(64, max(dataset.num_rows, 1)))
@@ -145,6 +148,13 @@ class TextStream:
             raise ValueError(f"the stream has no column {text_column!r} (has {names}); set text_column=<column>")
         self.dataset, self.tokenizer, self.text_column = dataset, tokenizer, text_column
         self.add_bos, self.add_eos, self.batch_size, self.name = add_bos, add_eos, batch_size, name
+        self.encode = encode
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """The documents of a batch of texts, in order: one per text, or what ``encode`` makes of each."""
+        if self.encode is None:
+            return encode_texts_as_documents(self.tokenizer, texts, self.add_bos, self.add_eos)
+        return [doc for docs in self.encode(texts) for doc in docs]
 
     def unit_slice(self, unit: int, num_units: int, epoch: int = 0) -> datasets.IterableDataset:
         """The examples unit ``unit`` of ``num_units`` reads (disjoint, together all of them).
@@ -172,10 +182,10 @@ class TextStream:
                 )
             texts.append(text)
             if len(texts) == self.batch_size:
-                yield from encode_texts_as_documents(self.tokenizer, texts, self.add_bos, self.add_eos)
+                yield from self.encode_batch(texts)
                 texts = []
         if texts:
-            yield from encode_texts_as_documents(self.tokenizer, texts, self.add_bos, self.add_eos)
+            yield from self.encode_batch(texts)
 
     def fingerprint(self) -> str:
         info = self.dataset.info
@@ -184,5 +194,6 @@ class TextStream:
             "dataset": [info.dataset_name, info.config_name, str(info.splits), self.dataset.n_shards],
             "text_column": self.text_column,
             "tokenizer": [getattr(self.tokenizer, "name_or_path", ""), len(self.tokenizer), self.add_bos, self.add_eos],
+            "encode": None if self.encode is None else repr(self.encode),
         }
         return "stream:" + hashlib.blake2b(json.dumps(described, default=str).encode(), digest_size=8).hexdigest()

@@ -36,7 +36,7 @@ import numpy as np
 from hf_lmobj.data.mixture import TokenMixer
 from hf_lmobj.data.planned import epoch_rng
 from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
-from hf_lmobj.data.sources import TextStream, encode_texts_as_documents
+from hf_lmobj.data.sources import TextStream
 
 __all__ = ["UnitReader", "SourceCursor"]
 
@@ -73,8 +73,7 @@ class SourceCursor:
             if not isinstance(text, str):
                 raise TypeError(f"{self.source.name}: column {column!r} must hold strings, got {type(text).__name__}")
         if texts:
-            source = self.source
-            self._batch = encode_texts_as_documents(source.tokenizer, texts, source.add_bos, source.add_eos)
+            self._batch = self.source.encode_batch(texts)
         self.taken = skip
         self._batch = self._batch[skip:] if texts else []
 

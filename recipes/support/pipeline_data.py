@@ -27,9 +27,12 @@ import numpy as np
 import pyarrow as pa
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from hf_lmobj.collators._fim_transform import FimTransform
 from hf_lmobj.corpus import load_stdlib_corpus
 from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
 from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.data.transforms import FimPieces
+from hf_lmobj.recipes.support.fim_pretraining import PIECE_SLACK, FimArguments, prepare_fim_data
 from hf_lmobj.recipes.support.pretraining import (
     CAUSAL_OBJECTIVES,
     MASKED_OBJECTIVES,
@@ -80,8 +83,13 @@ def _stream_split(spec: dict[str, Any], split: str) -> datasets.IterableDataset 
     return loaded[split] if split in loaded else None
 
 
-def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int) -> Any:
+def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int, encode=None) -> Any:
     if spec["kind"] == "token_store":
+        if encode is not None:
+            raise ValueError(
+                f"source {spec['name']!r}: fim_rate > 0 cuts the documents' text, which a token store does not "
+                "hold; stream the text (dataset_name with streaming: true) or set fim_rate: 0"
+            )
         return TokenStore.open(spec["location"])
     train = _stream_split(spec, "train")
     if train is None:
@@ -90,7 +98,7 @@ def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int)
         train = train.skip(held_out)
     add_bos = objective in CAUSAL_OBJECTIVES
     add_eos = objective in CAUSAL_OBJECTIVES + MASKED_OBJECTIVES
-    return TextStream(train, tokenizer, spec["text_column"], add_bos, add_eos, name=spec["name"])
+    return TextStream(train, tokenizer, spec["text_column"], add_bos, add_eos, name=spec["name"], encode=encode)
 
 
 def _validation_text(specs: list[dict[str, Any]], args: DataArguments) -> tuple[datasets.Dataset, int]:
@@ -144,14 +152,28 @@ def prepare_pipeline_data(
     batch_size: int,
     model: PreTrainedModel | None = None,
     seed: int = 0,
-) -> tuple[ObjectiveData, list[str]]:
-    """The stream, the bounded eval set, the collator and the validation texts of a pipeline run."""
+    fim_args: FimArguments | None = None,
+) -> tuple[ObjectiveData, datasets.Dataset]:
+    """The stream, the bounded eval set and the collator of a pipeline run, and its validation text.
+
+    With ``fim_args.fim_rate > 0`` (causal only) each streamed text is cut into row-sized pieces and
+    FIM'd on the fly (:class:`~hf_lmobj.data.transforms.FimPieces`), as :func:`prepare_fim_data` does.
+    """
     specs = source_specs(args)
     validation, held_out = _validation_text(specs, args)
     local = datasets.DatasetDict(train=validation.select(range(min(8, validation.num_rows))), validation=validation)
-    data = prepare_objective_data(objective, tokenizer, local, args, model, seed)  # eval set + the collator
+    fim_args = fim_args or FimArguments()
+    encode = None
+    if fim_args.fim_rate > 0:
+        data = prepare_fim_data(tokenizer, local, args, fim_args, model, seed)  # FIM'd eval set + the collator
+        fim = FimTransform(tokenizer, fim_args.fim_rate, fim_args.fim_spm_rate, fim_args.fim_level)
+        encode = FimPieces(fim, args.max_length - PIECE_SLACK, seed)
+    else:
+        data = prepare_objective_data(objective, tokenizer, local, args, model, seed)  # eval set + the collator
     first_stream = next((i for i, s in enumerate(specs) if s["kind"] == "stream"), None)  # gave the validation text
-    sources = [_open_source(s, tokenizer, objective, held_out if i == first_stream else 0) for i, s in enumerate(specs)]
+    sources = [
+        _open_source(s, tokenizer, objective, held_out if i == first_stream else 0, encode) for i, s in enumerate(specs)
+    ]
     if objective in CAUSAL_OBJECTIVES:
         fmt = RowFormat("packed", args.max_length)
     else:
@@ -167,4 +189,4 @@ def prepare_pipeline_data(
         "sources": [{"name": s["name"], "kind": s["kind"], "weight": s["weight"]} for s in specs],
         "report_sample_tokens": args.report_sample_tokens,
     }
-    return data, list(validation[args.text_column])
+    return data, validation

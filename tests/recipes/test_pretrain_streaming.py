@@ -78,3 +78,18 @@ def test_clm_trains_from_a_token_store_and_from_a_mixture(tmp_path, jsonl_folder
 def test_bad_pipeline_flags_are_refused_by_name(tmp_path, flags, words):
     with pytest.raises(ValueError, match=words):
         _run(tmp_path, "clm", *flags)
+
+
+@pytest.mark.slow
+def test_fim_trains_from_a_streamed_folder_and_reports_infilling(tmp_path, jsonl_folder):
+    args = ["--config", str(ROOT / "recipes/configs/clm/fim_demo.yaml"), *QUICK, *BOUNDED, "--max_steps", "3"]
+    metrics = load_recipe().main([*args, "--dataset_name", str(jsonl_folder), "--streaming", "true",
+                                  "--infill_cases", "4", "--output_dir", str(tmp_path / "fim")])  # fmt: skip
+    assert metrics[f"train_tokens_{jsonl_folder.name}"] > 0
+    assert "validation_infill_spm_exact_match" in metrics
+
+
+def test_fim_from_a_token_store_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="token store does not hold"):
+        args = ["--config", str(ROOT / "recipes/configs/clm/fim_demo.yaml"), *QUICK, *BOUNDED]
+        load_recipe().main([*args, "--token_store", str(tmp_path), "--output_dir", str(tmp_path / "o")])
