@@ -157,6 +157,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             fresh.set_epoch(0)
             name = "eval_masked_accuracy" if data_args.objective in MASKED_OBJECTIVES else "eval_span_accuracy"
             metrics[name] = target_token_accuracy(token_predictor(trainer.model), data.eval_dataset, fresh)
+    if data.sample_documents is not None:  # streamed: the first report_sample_tokens training tokens, read now
+        data.train_documents = data.sample_documents()
     metrics.update(_train_statistics(train_metrics, trainer, data, data_args.report_sample_tokens))
     metrics.update(trainer.pipeline_token_counts())  # collective: every rank
     if data_args.objective in CAUSAL_OBJECTIVES:

@@ -17,8 +17,9 @@ RECIPES = REPO / "recipes"
 SCRIPTS = REPO / "tests" / "scripts"
 
 
-def load_recipe():
-    spec = importlib.util.spec_from_file_location("pretrain_recipe", ROOT / "recipes" / "pretrain.py")
+def load_recipe(name: str = "pretrain"):
+    """``recipes/<name>.py`` loaded from the clone as a module (its ``main(argv)`` runs the recipe in-process)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", ROOT / "recipes" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
     spec.loader.exec_module(module)

@@ -146,7 +146,9 @@ class TokenStore:
                 sizes that disagree with ``meta.json``; the message names the file and the fix.
         """
         folder = Path(path)
-        rewrite = "rewrite it with write_token_store(..., overwrite=True) or recipes/tokenize.py --overwrite true"
+        rewrite = (
+            "rewrite it with write_token_store(..., overwrite=True) or recipes/tokenize_corpus.py --overwrite true"
+        )
         if not folder.is_dir():
             raise ValueError(f"{folder}: no token store here (not a folder); write one with write_token_store()")
         meta_path = folder / META_FILE

@@ -4,11 +4,12 @@
 ``token_store:`` or ``sources:`` is set. The training data is a :class:`~hf_lmobj.data.PretrainingStream`
 (each rank reads its own slice; nothing is tokenized or packed ahead); what the report needs is
 bounded: the validation text is at most ``max_validation_documents`` documents, and the statistics
-(unigram entropy, the n-gram baseline) fit on the first ``report_sample_tokens`` training tokens.
+(unigram entropy, the n-gram baseline) fit on the first ``report_sample_tokens`` training tokens,
+read after training.
 
 Validation text: the named dataset's ``validation`` split (streamed, bounded), else its first
 ``max_validation_documents`` documents held out of training; for token-store-only runs the
-embedded corpus's validation split (what ``recipes/tokenize.py`` leaves out) or ``dataset_name``'s.
+embedded corpus's validation split (what ``recipes/tokenize_corpus.py`` leaves out) or ``dataset_name``'s.
 
 Example:
     >>> spec = source_specs(DataArguments(sources='[{"token_store": "a", "weight": 3}, {"dataset_name": "b", "weight": 1}]'))
@@ -18,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 from typing import Any
@@ -182,7 +184,8 @@ def prepare_pipeline_data(
     stream = PretrainingStream(sources, fmt, data.collator, batch_size, weights=weights,
                                names=[s["name"] for s in specs], seed=seed, block_documents=args.block_documents)  # fmt: skip
     data.train_dataset, data.callbacks = stream, []
-    data.train_documents = _sample_documents(stream, args.report_sample_tokens)
+    data.train_documents = None  # read after training, when the report needs it (not before the first step)
+    data.sample_documents = functools.partial(_sample_documents, stream, args.report_sample_tokens)
     data.hyperparameters = {
         **{k: v for k, v in data.hyperparameters.items() if not k.startswith("train_")},
         "rows": fmt.kind,

@@ -76,7 +76,8 @@ class DataArguments:
         default=False, metadata={"help": "Stream dataset_name (never loaded whole): each rank reads its own slice."}
     )
     token_store: str | None = field(
-        default=None, metadata={"help": "A token store folder (recipes/tokenize.py) to train on instead of text."}
+        default=None,
+        metadata={"help": "A token store folder (recipes/tokenize_corpus.py) to train on instead of text."},
     )
     sources: str | None = field(
         default=None,
@@ -152,6 +153,7 @@ class ObjectiveData:
     hyperparameters: dict[str, Any]
     callbacks: list[TrainerCallback] = field(default_factory=list)
     train_documents: datasets.Dataset | None = None  # clm: the tokenized training documents, before packing
+    sample_documents: Callable[[], datasets.Dataset] | None = None  # streamed: reads the report's sample when called
 
 
 def prepare_objective_data(

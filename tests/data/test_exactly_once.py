@@ -30,3 +30,14 @@ def test_every_document_once_per_epoch_and_ranks_in_step(tmp_path, source, worke
     assert len({record["steps"] for record in records}) == 1  # the ranks stepped together
     assert len({record["micro_batches"] for record in records}) == 1
     assert records[0]["steps"] > 0
+
+
+@pytest.mark.slow
+def test_pack_dataset_stream_with_the_collator_defaults_trains_under_accelerate_dispatch(tmp_path):
+    """The user's first try: pack_dataset(IterableDataset) + DataCollatorForCausalLM(packing=True) on 2 processes.
+
+    accelerate dispatches an IterableDataset's batches by default: they must be tensors only (no
+    use_cache bool) and of one width (max_length), or the first step fails.
+    """
+    torchrun(SCRIPT, 2, str(tmp_path), "dispatch", "0", timeout=300)
+    assert all(torch.load(tmp_path / f"rank{r}.pt")["steps"] == 3 for r in range(2))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,17 +12,14 @@ from transformers import AutoTokenizer
 
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 from hf_lmobj.data.token_store import TokenStore
+from tests.testing_utils import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["def f(x):\n    return x\n", "print('a </s> b')\n", "", "import os\n", "x = 1\ny = 2\n"]
 
 
 def load_tokenize_recipe():
-    spec = importlib.util.spec_from_file_location("tokenize_recipe", ROOT / "recipes" / "tokenize_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_recipe("tokenize_corpus")
 
 
 def decoded(store: TokenStore, tokenizer) -> list[str]:

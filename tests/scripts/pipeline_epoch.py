@@ -75,9 +75,18 @@ def main(out_dir: str, kind: str, workers: int) -> None:
     tokenizer = build_tokenizer(vocab_size=512, max_documents=20)
     rank = int(os.environ.get("RANK", 0))
     with tempfile.TemporaryDirectory() as where:
-        source = build_source(kind, tokenizer, os.path.join(where, f"r{rank}"))
-        collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, return_use_cache=False)
-        stream = PretrainingStream([source], RowFormat("packed", ROW), collator, BATCH, seed=3, block_documents=16)
+        if kind == "dispatch":  # pack_dataset on a stream + the collator's defaults, through accelerate's dispatcher
+            import datasets
+
+            from hf_lmobj import pack_dataset
+
+            docs = datasets.Dataset.from_dict({"input_ids": documents(tokenizer)}).to_iterable_dataset(num_shards=2)
+            stream = pack_dataset(docs, max_length=ROW)
+            collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=True)
+        else:
+            source = build_source(kind, tokenizer, os.path.join(where, f"r{rank}"))
+            collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, return_use_cache=False)
+            stream = PretrainingStream([source], RowFormat("packed", ROW), collator, BATCH, seed=3, block_documents=16)
         torch.manual_seed(0)
         config = GPT2Config(
             vocab_size=len(tokenizer), n_embd=16, n_layer=1, n_head=2, n_positions=ROW,
@@ -100,7 +109,7 @@ def main(out_dir: str, kind: str, workers: int) -> None:
             output_dir=os.path.join(where, "out"),
             per_device_train_batch_size=BATCH,
             gradient_accumulation_steps=2,
-            max_steps=1000 if kind == "stream" else -1,
+            max_steps={"stream": 1000, "dispatch": 3}.get(kind, -1),
             num_train_epochs=1,
             dataloader_num_workers=workers,
             save_strategy="no",
@@ -109,7 +118,10 @@ def main(out_dir: str, kind: str, workers: int) -> None:
             disable_tqdm=True,
             learning_rate=1e-3,
         )
-        trainer = Recording(model=GPT2LMHeadModel(config), args=args, train_dataset=stream, callbacks=[OneEpoch()])
+        trainer = Recording(
+            model=GPT2LMHeadModel(config), args=args, train_dataset=stream, callbacks=[OneEpoch()],
+            data_collator=collator,
+        )  # fmt: skip
         trainer.train()
         record = {"documents": seen, "steps": trainer.state.global_step, "micro_batches": micro_batches[0]}
         torch.save(record, os.path.join(out_dir, f"rank{rank}.pt"))
