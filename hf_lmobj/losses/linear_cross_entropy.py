@@ -36,6 +36,11 @@ Example:
     >>> ref = torch.nn.functional.cross_entropy(h @ w.T, t)
     >>> torch.allclose(ours, ref)
     True
+
+Tensor (vocab) parallelism: a head weight that is a ``DTensor`` placed ``Shard(0)`` (``ColwiseParallel``
+on the ``lm_head``, ``tp_plan="auto"``), or a plain local shard with ``process_group=`` and
+``vocab_start=``, runs vocab-parallel: the same loss and gradients, with only ``[chunk, V / tp]``
+logits per rank and two small all-reduces per chunk (contract and example: ``hf_lmobj.losses.vocab_parallel``).
 """
 
 from __future__ import annotations
@@ -272,6 +277,8 @@ def linear_cross_entropy(
     label_smoothing: float = 0.0,
     z_loss: float = 0.0,
     logit_softcap: float | None = None,
+    process_group=None,
+    vocab_start: int | None = None,
 ) -> torch.Tensor:
     """Cross-entropy of ``hidden @ weight.T + bias`` against ``targets``, chunked over rows.
 
@@ -287,6 +294,10 @@ def linear_cross_entropy(
             of the step's sum), not NaN.
         chunk_size: rows per chunk; ``None`` = ``resolve_chunk_size`` (16M logits elements; 2M on CPU).
         label_smoothing, z_loss, logit_softcap: see ``HeadLossOptions``.
+        process_group, vocab_start: tensor (vocab) parallelism with a plain local weight shard:
+            ``weight`` / ``bias`` hold the rows ``vocab_start : vocab_start + V_local`` of the head
+            and ``process_group`` the ranks sharing it. A DTensor ``weight`` placed ``Shard(0)``
+            (``ColwiseParallel``, ``tp_plan="auto"``) needs neither. See ``hf_lmobj.losses.vocab_parallel``.
 
     Returns:
         A 0-d tensor in the accumulation dtype (float32, or float64 for float64 inputs). The
@@ -298,6 +309,15 @@ def linear_cross_entropy(
         1.6094
     """
     opts = HeadLossOptions(label_smoothing, z_loss, logit_softcap)
+    hidden, weight, targets, bias, shard = _route(
+        hidden, weight, targets, bias, process_group, vocab_start, ignore_index
+    )
+    if shard is not None:
+        from hf_lmobj.losses.vocab_parallel import vocab_parallel_cross_entropy
+
+        return vocab_parallel_cross_entropy(
+            shard, ignore_index=ignore_index, num_items_in_batch=num_items_in_batch, chunk_size=chunk_size, opts=opts
+        )
     targets = _check_inputs(hidden, weight, targets, bias, ignore_index)
     flat_h = hidden.reshape(-1, hidden.shape[-1])  # (N, H)
     flat_t = targets.reshape(-1)  # (N,)
@@ -319,6 +339,27 @@ def linear_cross_entropy(
         torch.is_grad_enabled(),
         compute,
     )
+
+
+def _route(hidden, weight, targets, bias, process_group, vocab_start, ignore_index: int):
+    """``(hidden, weight, targets, bias, None)`` for the single-device path (a replicated DTensor
+    head made local), or ``(..., VocabShard)`` for the vocab-parallel one (``vocab_parallel``)."""
+    if process_group is None and vocab_start is None and not _any_dtensor(hidden, weight, targets, bias):
+        return hidden, weight, targets, bias, None
+    from hf_lmobj.losses.vocab_parallel import resolve_vocab_shard
+
+    kind, payload = resolve_vocab_shard(hidden, weight, targets, bias, process_group, vocab_start, ignore_index)
+    if kind == "tp":
+        return hidden, weight, targets, bias, payload
+    return (*payload, None)
+
+
+def _any_dtensor(*tensors) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - torch without distributed
+        return False
+    return any(isinstance(t, DTensor) for t in tensors)
 
 
 def _check_inputs(hidden, weight, targets, bias, ignore_index: int) -> torch.Tensor:
@@ -350,6 +391,8 @@ def linear_token_losses(
     ignore_index: int = -100,
     chunk_size: int | None = None,
     logit_softcap: float | None = None,
+    process_group=None,
+    vocab_start: int | None = None,
 ) -> torch.Tensor:
     """Per-token negative log-likelihood of ``hidden @ weight.T + bias`` (no grad), 0 where ignored.
 
@@ -362,6 +405,13 @@ def linear_token_losses(
         [1.3863, 0.0]
     """
     opts = HeadLossOptions(logit_softcap=logit_softcap)
+    hidden, weight, targets, bias, shard = _route(
+        hidden, weight, targets, bias, process_group, vocab_start, ignore_index
+    )
+    if shard is not None:
+        from hf_lmobj.losses.vocab_parallel import vocab_parallel_token_losses
+
+        return vocab_parallel_token_losses(shard, ignore_index=ignore_index, chunk_size=chunk_size, opts=opts)
     targets = _check_inputs(hidden, weight, targets, bias, ignore_index)
     flat_h, flat_t = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)  # (N, H), (N,)
     rows = (flat_t != ignore_index).nonzero().squeeze(1)  # (M,)

@@ -112,7 +112,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
             return None
         counts = sum(auxiliary.count_targets(b).to(device) for b in batch_samples)  # (K,)
         if self._tokens_summed_across_processes():
-            counts = self.accelerator.gather(counts.reshape(1, -1)).sum(dim=0)  # (K,)
+            counts = self.accelerator.gather(counts.reshape(1, -1)).sum(dim=0) // self._ranks_per_replica()  # (K,)
         return counts
 
     # ---- the loss -------------------------------------------------------------------------
@@ -136,7 +136,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         else:
             loss, outputs = self._electra_loss(model, auxiliary, inputs, num_items_in_batch)
         if num_items_in_batch is not None and self._tokens_summed_across_processes():
-            loss = loss * self.accelerator.num_processes  # DDP averages gradients over processes
+            loss = loss * self._data_parallel_size()  # DDP / FSDP average gradients over the replicas
         self.loss_is_scaled_for_ga = num_items_in_batch is not None
         return (loss, outputs) if return_outputs else loss
 
@@ -183,7 +183,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
     def _record_terms(self, terms: dict[str, torch.Tensor]) -> None:
         if not torch.is_grad_enabled():
             return
-        scale = self.accelerator.num_processes if self._tokens_summed_across_processes() else 1
+        scale = self._data_parallel_size() if self._tokens_summed_across_processes() else 1
         for name, value in terms.items():
             self._term_sums[name] = self._term_sums.get(name, 0.0) + value.detach().float() * scale
 

@@ -80,7 +80,7 @@ from hf_lmobj.trainer.objectives import (
     model_softcap,
     objective_targets,
 )
-from hf_lmobj.trainer.sharding import full_state_dict, has_dtensor_parameters
+from hf_lmobj.trainer.sharding import full_state_dict, has_dtensor_parameters, ranks_per_replica
 from hf_lmobj.validation import check_flag, check_length
 
 __all__ = ["make_compute_loss_func", "ObjectiveTrainer"]
@@ -314,6 +314,13 @@ class ObjectiveTrainer(Trainer):
     def _has_targets(self, batch: Mapping[str, Any]) -> bool:
         return batch.get("labels") is not None or (self.objective == "causal" and batch.get("shift_labels") is not None)
 
+    def _ranks_per_replica(self) -> int:
+        """Ranks that see the same tokens (tensor / context parallel degree); see ``ranks_per_replica``."""
+        return ranks_per_replica(self.accelerator, self.model)
+
+    def _data_parallel_size(self) -> int:
+        return self.accelerator.num_processes // self._ranks_per_replica()
+
     def _tokens_summed_across_processes(self) -> bool:
         return bool(self.args.average_tokens_across_devices) and self.args.world_size > 1
 
@@ -323,7 +330,7 @@ class ObjectiveTrainer(Trainer):
             return None
         count = sum(count_targets(self.objective, b).to(device) for b in batch_samples)
         if self._tokens_summed_across_processes():
-            count = self.accelerator.gather(count.reshape(1)).sum()
+            count = self.accelerator.gather(count.reshape(1)).sum() // self._ranks_per_replica()  # TP ranks: same tokens
         return count
 
     # ---- the loss -------------------------------------------------------------------------
@@ -358,7 +365,7 @@ class ObjectiveTrainer(Trainer):
         else:
             loss = result
             if num_items_in_batch is not None and self._tokens_summed_across_processes():
-                loss = loss * self.accelerator.num_processes  # DDP averages gradients over processes
+                loss = loss * self._data_parallel_size()  # DDP / FSDP average gradients over the replicas
         self.loss_is_scaled_for_ga = num_items_in_batch is not None
         return (loss, outputs) if return_outputs else loss
 
@@ -403,7 +410,7 @@ class ObjectiveTrainer(Trainer):
         else:
             result = super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
         rows = self.accelerator.gather_for_metrics(self._eval_rows)  # (B_all, 2), duplicates dropped
-        self._eval_totals += rows.sum(dim=0).cpu()
+        self._eval_totals += rows.sum(dim=0).cpu() / self._ranks_per_replica()  # TP ranks scored the same rows
         return result
 
     def evaluation_loop(

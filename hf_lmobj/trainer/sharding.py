@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["has_dtensor_parameters", "unwrap_sharded_class", "full_state_dict"]
+__all__ = ["has_dtensor_parameters", "unwrap_sharded_class", "full_state_dict", "ranks_per_replica"]
 
 
 def _dtensor_type() -> type | None:
@@ -66,3 +66,24 @@ def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def ranks_per_replica(accelerator: object, model: nn.Module | None = None) -> int:
+    """How many ranks see the same tokens: the tensor / context / sequence-parallel degree (1 without them).
+
+    Read from accelerate's ``ParallelismConfig`` (``non_data_parallel_size``) when the accelerator has
+    one, else from a transformers model sharded with ``tp_plan`` (``model.tp_size``). Token counts
+    summed over every rank are divided by it, and gradients average over ``world_size / it`` ranks.
+
+    Example:
+        >>> class Accelerator:  # no parallelism_config, a model without tp_size
+        ...     parallelism_config = None
+        >>> ranks_per_replica(Accelerator(), nn.Linear(2, 2))
+        1
+    """
+    config = getattr(accelerator, "parallelism_config", None)
+    if config is not None:
+        return int(config.non_data_parallel_size)
+    base = getattr(model, "module", model)  # DDP wraps the model
+    size = getattr(base, "tp_size", None) if base is not None else None
+    return int(size) if isinstance(size, int) and size > 1 else 1
