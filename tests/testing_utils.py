@@ -37,6 +37,21 @@ QUICK = [
 CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
 
 
+def write_stdlib_jsonl(folder: Path, documents: int, files: int = 3) -> Path:
+    """The first ``documents`` stdlib training files as ``files`` JSONL files in ``folder`` (a local
+    dataset with no validation split, streamed by the pipeline tests)."""
+    import json
+
+    from hf_lmobj.corpus import load_stdlib_corpus
+
+    texts = load_stdlib_corpus(max_documents=documents)["train"]["text"]
+    for part in range(files):
+        with open(folder / f"part{part}.jsonl", "w") as f:
+            for text in texts[part::files]:
+                f.write(json.dumps({"text": text}) + "\n")
+    return folder
+
+
 def real(row: torch.Tensor, mask: torch.Tensor | None = None) -> list[int]:
     return row[mask.bool()].tolist() if mask is not None else row[row != -100].tolist()
 

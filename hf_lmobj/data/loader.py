@@ -72,6 +72,8 @@ class PipelineLoader:
         self.batches_seen = 0
         self.batches_in_epoch = 0  # this rank's batches of the current epoch, ghosts included
         self._positions: dict[int, dict[str, Any]] = {}  # streamed: unit -> position after its last batch
+        self._next_unit: int | None = None  # streamed: the unit whose batch comes next
+        self._exhausted: set[int] = set()  # streamed: units that gave their last batch this epoch
         self._resumed_batches: int | None = None
         self._pending_epoch: int | None = None
 
@@ -107,6 +109,7 @@ class PipelineLoader:
         }
         if not stream.planned:
             state["units"] = {str(unit): position for unit, position in sorted(self._positions.items())}
+            state["next_unit"], state["exhausted"] = self._next_unit, sorted(self._exhausted)
         return state
 
     def resume(self, states: list[dict[str, Any]], batches_in_epoch: int) -> PipelineLoader:
@@ -139,6 +142,7 @@ class PipelineLoader:
             mine = states[stream.rank]
             stream.resume_positions = {int(unit): position for unit, position in mine["units"].items()}
             self._positions = dict(stream.resume_positions)
+            self._next_unit, self._exhausted = mine["next_unit"], set(mine["exhausted"])
             batches_in_epoch = mine["batches_in_epoch"]
             self._pending_epoch = mine["epoch"]
         totals = np.sum([s["tokens_by_source"] for s in states], axis=0).astype(np.int64)
@@ -152,7 +156,8 @@ class PipelineLoader:
         self.batches_in_epoch = resumed or 0
         if resumed is None:
             self.dataset.start_step, self.dataset.resume_positions, self._positions = 0, {}, {}
-        items = self._items()
+            self._next_unit, self._exhausted = None, set()
+        items = self._items() if self.dataset.planned or self.num_workers < 2 else self._in_unit_order(self._items())
         if self.dataset.planned or self.dataset.world_size == 1:
             yield from (self._take(item) for item in items)
         else:
@@ -161,9 +166,41 @@ class PipelineLoader:
     def _items(self) -> Iterator[dict[str, Any]]:
         expected = self.dataset.start_step
         for item in DataLoader(self.dataset, **self._loader_kwargs):
-            if self.dataset.planned and item["step"] != expected:  # workers must come back in step order
-                raise RuntimeError(f"expected step {expected} from the workers, got {item['step']}")
-            expected += 1
+            if item.get("empty") and self.num_workers < 2:
+                continue  # a unit without data (ordered runs read this flag in _in_unit_order)
+            if self.dataset.planned:  # workers must come back in step order
+                if item["step"] != expected:
+                    raise RuntimeError(f"expected step {expected} from the workers, got {item['step']}")
+                expected += 1
+            yield item
+
+    def _in_unit_order(self, items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Streamed with several workers: the units' batches in turn, from ``_next_unit``, whatever order
+        the workers deliver them in (a resumed run restarts its workers at worker 0); a unit that gave
+        its ``last`` batch leaves the turn. At most one batch per unit waits here."""
+        rank, workers = self.dataset.rank, self.num_workers
+        units = [rank * workers + worker for worker in range(workers)]
+        turn = units.index(self._next_unit) if self._next_unit in units else 0
+        waiting: dict[int, list[dict[str, Any]]] = {unit: [] for unit in units}
+        while len(self._exhausted) < len(units):
+            unit = units[turn % workers]
+            turn += 1
+            if unit in self._exhausted:
+                continue
+            while not waiting[unit]:
+                item = next(items, None)
+                if item is None:
+                    break
+                waiting[item["unit"]].append(item)
+            if not waiting[unit]:  # its worker ended without a last batch (it had no data)
+                self._exhausted.add(unit)
+                continue
+            item = waiting[unit].pop(0)
+            if item["last"]:
+                self._exhausted.add(unit)
+            if item.get("empty"):
+                continue
+            self._next_unit = units[turn % workers]
             yield item
 
     def _take(self, item: dict[str, Any]) -> dict[str, Any]:

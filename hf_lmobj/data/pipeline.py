@@ -158,7 +158,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         else:
             items = self._streamed_batches(self.rank * workers + worker, self.world_size * workers)
         for item in items:  # a worker sends numpy arrays: pickled bytes cross processes faster than tensors
-            yield item if info is None else {**item, "batch": as_arrays(item["batch"])}
+            yield item if info is None or "batch" not in item else {**item, "batch": as_arrays(item["batch"])}
 
     def _planned_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
         plan, source = self.plan, self.sources[0]
@@ -184,20 +184,30 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}
 
     def _streamed_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
+        """The unit's batches; each says whether it is the unit's ``last`` (the loader orders units by it)."""
+        held = None
+        for item in self._unit_batches(unit, units):
+            if held is not None:
+                yield {**held, "last": False}
+            held = item
+        if held is not None:
+            yield {**held, "last": True}
+        else:  # no data at all (e.g. fewer shards than workers): say so, or the loader would wait for it
+            yield {"unit": unit, "last": True, "empty": True}
+
+    def _unit_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
         features: list[dict[str, Any]] = []
         tokens = np.zeros(len(self.sources), dtype=np.int64)
         start = self.resume_positions.get(unit)
         position = start
-        step = 0
         for feature, by_source, position in self.reader.rows(unit, units, self.epoch, start):  # noqa: B007
             features.append(feature)
             tokens += by_source
             if len(features) == self.batch_size:
-                yield {"step": step, "batch": self.collator(features), "tokens": tokens, "unit": unit,
-                       "position": position}  # fmt: skip
-                features, tokens, step = [], np.zeros_like(tokens), step + 1
+                yield {"batch": self.collator(features), "tokens": tokens, "unit": unit, "position": position}
+                features, tokens = [], np.zeros_like(tokens)
         if features:
-            yield {"step": step, "batch": self.collator(features), "tokens": tokens, "unit": unit, "position": position}
+            yield {"batch": self.collator(features), "tokens": tokens, "unit": unit, "position": position}
 
     def template_batch(self) -> dict[str, Any]:
         """A ghost batch of one real row, for a rank whose slice held no document at all."""

@@ -95,7 +95,13 @@ class SourceCursor:
         self._open(self.pass_ + 1, None, 0)
 
     def position(self) -> dict[str, Any]:
-        """Where the next document starts (JSON-serializable)."""
+        """Where the next document starts (JSON-serializable).
+
+        A stream whose tokenized batch is used up points after that batch (a resume tokenizes
+        nothing it would throw away).
+        """
+        if isinstance(self.source, TextStream) and not self._batch:
+            return {"pass": self.pass_, "state": copy.deepcopy(self._examples.state_dict()), "taken": 0}
         return {"pass": self.pass_, "state": copy.deepcopy(self.state), "taken": self.taken}
 
 

@@ -46,6 +46,15 @@ def test_resumed_runs_equal_the_uninterrupted_one_bit_for_bit(tmp_path, objectiv
 
 
 @pytest.mark.slow
+def test_workers_resume_in_turn_after_an_odd_number_of_batches(tmp_path, monkeypatch):
+    """Accumulation 3: a stop at step 5 leaves 15 batches, so the next batch is worker 1's, not worker 0's."""
+    monkeypatch.setenv("PIPELINE_GA", "3")
+    whole = _record(tmp_path, "whole", "causal", "stream", 2, 1, "12")
+    resumed = _record(tmp_path, "resumed", "causal", "stream", 2, 1, "5,12")
+    assert resumed["losses"] == whole["losses"] and resumed["grad_norms"] == whole["grad_norms"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("objective", "before", "after"), [("causal", 2, 1), ("causal", 1, 2), ("masked", 2, 1)])
 def test_a_planned_source_resumes_on_another_world_size(tmp_path, monkeypatch, objective, before, after):
     """``before`` processes stop at step 6, ``after`` resume (batch 4 // processes): the same global batches.

@@ -26,9 +26,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from hf_lmobj.corpus import load_stdlib_corpus
 from hf_lmobj.trainer.checkpoints import COMPLETE_NAME, latest_complete_checkpoint
-from tests.testing_utils import CONFIG_DIR, QUICK, REPO
+from tests.testing_utils import CONFIG_DIR, QUICK, REPO, write_stdlib_jsonl
 
 STEPS = 30
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
@@ -37,14 +36,7 @@ TIMEOUT = 300  # seconds, for any one launch (each takes ~20 s on 2 cores)
 
 @pytest.fixture(scope="module")
 def jsonl_folder(tmp_path_factory) -> Path:
-    """The first 150 stdlib files as 3 JSONL files (a local streamed dataset)."""
-    folder = tmp_path_factory.mktemp("jsonl")
-    texts = load_stdlib_corpus(max_documents=150)["train"]["text"]
-    for part in range(3):
-        with open(folder / f"part{part}.jsonl", "w") as f:
-            for text in texts[part::3]:
-                f.write(json.dumps({"text": text}) + "\n")
-    return folder
+    return write_stdlib_jsonl(tmp_path_factory.mktemp("jsonl"), documents=150)
 
 
 def _command(data: Path, out: Path, *extra: str) -> list[str]:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_lmobj.corpus import load_stdlib_corpus
-from tests.testing_utils import QUICK, ROOT, load_recipe
+from tests.testing_utils import QUICK, ROOT, load_recipe, write_stdlib_jsonl
 
 CONFIGS = {"clm": "clm/demo.yaml", "mlm": "mlm/bert_tiny.yaml", "span": "span/t5_tiny.yaml"}
 BOUNDED = [
@@ -25,14 +24,7 @@ BOUNDED = [
 
 @pytest.fixture(scope="module")
 def jsonl_folder(tmp_path_factory) -> Path:
-    """The first 120 stdlib files as 3 JSONL files (a local dataset with no validation split)."""
-    folder = tmp_path_factory.mktemp("jsonl")
-    texts = load_stdlib_corpus(max_documents=120)["train"]["text"]
-    for part in range(3):
-        with open(folder / f"part{part}.jsonl", "w") as f:
-            for text in texts[part::3]:
-                f.write(json.dumps({"text": text}) + "\n")
-    return folder
+    return write_stdlib_jsonl(tmp_path_factory.mktemp("jsonl"), documents=120)
 
 
 def _run(tmp_path, objective: str, *extra: str) -> dict:

@@ -115,7 +115,8 @@ def train_segment(objective, kind, workers, out_dir, stop_at, resume, where):
                 control.should_save, control.should_training_stop = True, True
 
     args = TrainingArguments(
-        output_dir=out_dir, per_device_train_batch_size=4 // world, gradient_accumulation_steps=2, max_steps=STEPS,
+        output_dir=out_dir, per_device_train_batch_size=4 // world, max_steps=STEPS,
+        gradient_accumulation_steps=int(os.environ.get("PIPELINE_GA", 2)),
         learning_rate=3e-3, warmup_steps=2, lr_scheduler_type="cosine", logging_steps=1, save_strategy="steps",
         save_steps=100, dataloader_num_workers=workers, report_to=[], use_cpu=True, disable_tqdm=True, seed=11,
         ddp_find_unused_parameters=False,
