@@ -189,6 +189,22 @@ def model_softcap(model: nn.Module) -> float | None:
     return getattr(getattr(base_model_of(model), "config", None), "final_logit_softcapping", None)
 
 
+def _like_input(anchor: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """A DTensor (replicated on the input's mesh) when the head's input is one, as torch's
+    ``ColwiseParallel`` output hook expects of a tensor-parallel head; else ``anchor`` itself."""
+    from hf_lmobj.trainer.sharding import _dtensor_type
+
+    dtensor = _dtensor_type()
+    if dtensor is None or not isinstance(hidden, dtensor):
+        return anchor
+    from torch.distributed.tensor import Replicate
+
+    if isinstance(anchor, dtensor):
+        anchor = anchor.to_local()
+    mesh = hidden.device_mesh
+    return dtensor.from_local(anchor, mesh, [Replicate()] * mesh.ndim, run_check=False)
+
+
 @contextlib.contextmanager
 def capture_head(head: nn.Module, fn: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[list[torch.Tensor]]:
     """Replace ``head``'s projection by ``fn(head_input)``; yields a list that receives fn's result.
@@ -207,7 +223,8 @@ def capture_head(head: nn.Module, fn: Callable[[torch.Tensor], torch.Tensor]) ->
         result = fn(hidden)
         results.append(result)
         anchor = result.sum() if result.requires_grad else hidden.new_zeros(())
-        return anchor.to(hidden.dtype).expand(*hidden.shape[:-1], 0)  # (..., 0), no memory
+        anchor = anchor.to(hidden.dtype).expand(*hidden.shape[:-1], 0)  # (..., 0), no memory
+        return _like_input(anchor, hidden)
 
     head.forward = forward
     try:

@@ -28,6 +28,7 @@ EXPECTED = {
     "single_gpu.yaml": (DistributedType.NO, 1, False, "bf16"),
     "multi_gpu.yaml": (DistributedType.MULTI_GPU, 8, False, "bf16"),
     "fsdp2.yaml": (DistributedType.FSDP, 8, False, "bf16"),
+    "fsdp2_tp.yaml": (DistributedType.FSDP, 8, False, "bf16"),
     "deepspeed_zero2.yaml": (DistributedType.DEEPSPEED, 8, False, "bf16"),
     "deepspeed_zero3.yaml": (DistributedType.DEEPSPEED, 8, False, "bf16"),
 }
@@ -39,6 +40,7 @@ LAUNCHER = {
     "single_gpu.yaml": "simple",
     "multi_gpu.yaml": "multi_gpu",
     "fsdp2.yaml": "fsdp",
+    "fsdp2_tp.yaml": "fsdp",
     "deepspeed_zero2.yaml": "deepspeed",
     "deepspeed_zero3.yaml": "deepspeed",
 }
@@ -92,7 +94,7 @@ def test_nested_keys_are_real_launch_options(name):
     # (`fsdp_versoin: 2`) would be ignored silently; every nested key must name a launch option.
     known = vars(launch_command_parser().parse_args(["script.py"]))
     config = load_config_from_file(str(CONFIG_DIR / name))
-    for section in ("fsdp_config", "deepspeed_config"):
+    for section in ("fsdp_config", "deepspeed_config", "parallelism_config"):
         for key in getattr(config, section):
             option = key if section != "fsdp_config" or key.startswith("fsdp") else f"fsdp_{key}"
             assert option in known, f"{name}: {section}.{key} is not an `accelerate launch` option"
@@ -106,6 +108,16 @@ def test_fsdp2_config_selects_fsdp_version_2():
     assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
     assert env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
     assert env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+
+
+def test_fsdp2_tp_config_selects_fsdp2_with_a_tp_mesh_dimension():
+    args, _ = _resolve("fsdp2_tp.yaml")
+    env = prepare_multi_gpu_env(args)
+    assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
+    assert env["ACCELERATE_USE_PARALLELISM_CONFIG"] == "true"
+    sizes = {k: int(env[f"PARALLELISM_CONFIG_{k}_SIZE"]) for k in ("DP_REPLICATE", "DP_SHARD", "TP", "CP")}
+    assert sizes == {"DP_REPLICATE": 1, "DP_SHARD": 4, "TP": 2, "CP": 1}
+    assert sizes["DP_REPLICATE"] * sizes["DP_SHARD"] * sizes["TP"] * sizes["CP"] == args.num_processes
 
 
 @pytest.mark.parametrize("name, stage", [("deepspeed_zero2.yaml", "2"), ("deepspeed_zero3.yaml", "3")])
@@ -175,6 +187,8 @@ CPU_RUNS = {
     "fsdp2.yaml": (["--num_processes", "2"], 2, "bf16"),
 }
 NOT_ON_CPU = {
+    "fsdp2_tp.yaml": "accelerate refuses a ParallelismConfig (the TP mesh) for CPU processes (MULTI_CPU); "
+    "tests/trainer/test_tensor_parallel.py proves TP and FSDP2 x TP on gloo without it",
     "multi_node.yaml": "one launch per machine, two launches in all: tests/recipes/test_multi_node.py runs both on loopback",
     "deepspeed_zero2.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
     "deepspeed_zero3.yaml": "DeepSpeed is an optional extra that needs a CUDA toolchain; its ZeRO engine does not run on this CPU",
