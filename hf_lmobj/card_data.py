@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import numbers
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,11 @@ __all__ = [
     "hub_base_model",
     "build_card_data",
     "merge_foreign_card_data",
+    "EVAL_RESULTS_METRICS",
+    "EMBEDDED_CORPUS_NAMESPACE",
+    "EVAL_RESULTS_SOURCE_URL",
+    "hub_dataset_id",
+    "eval_results_entries",
 ]
 
 
@@ -217,6 +223,60 @@ def build_card_data(spec: ObjectiveSpec, objective: str, results: Mapping[str, t
         model_name=model_name,
         eval_results=eval_results or None,
     )
+
+
+#: Results that also go into the Hub's ``.eval_results/<task_id>.yaml`` files (metric types).
+EVAL_RESULTS_METRICS = ("perplexity", "bits_per_byte")
+#: The embedded corpora (``python-stdlib``, ``python-stdlib-functions``, ...) get ids in this namespace.
+EMBEDDED_CORPUS_NAMESPACE = "hf-lmobj"
+#: ``source.url`` of the results files: the project that computed them.
+EVAL_RESULTS_SOURCE_URL = "https://github.com/hf-lmobj/hf_lmobj"
+
+
+def hub_dataset_id(dataset_name: str) -> str:
+    """The dataset id of a results file: a Hub id as it is, an embedded corpus as ``hf-lmobj/<name>``.
+
+    The embedded corpus is the standard library's source of the running Python, so its id is stable
+    (``hf-lmobj/python-stdlib``) and the Python version goes into the entry's ``notes``.
+
+    >>> hub_dataset_id("python-stdlib"), hub_dataset_id("Salesforce/wikitext")
+    ('hf-lmobj/python-stdlib', 'Salesforce/wikitext')
+    """
+    return f"{EMBEDDED_CORPUS_NAMESPACE}/{dataset_name}" if dataset_name.startswith("python-stdlib") else dataset_name
+
+
+def eval_results_entries(results: Mapping[str, tuple], dataset_name: str, *, date: str) -> dict[str, list[dict]]:
+    """The Hub's ``.eval_results`` entries, by ``task_id`` (the file name): perplexity and bits per byte.
+
+    Same values as the model-index (``results`` from :func:`split_metrics`). ``task_id`` is the
+    metric type, with ``_<split>`` appended for a split other than validation. Each entry follows
+    https://huggingface.co/docs/hub/eval-results: ``dataset`` (``id``, ``task_id``), ``value``,
+    ``date`` (ISO-8601), ``source`` (``url``, ``name``) and ``notes``.
+
+    >>> entries = eval_results_entries({"eval_perplexity": ("perplexity", "Perplexity", "validation", 9.5)},
+    ...                                "python-stdlib", date="2026-01-15")
+    >>> entries["perplexity"][0]["dataset"], entries["perplexity"][0]["value"]
+    ({'id': 'hf-lmobj/python-stdlib', 'task_id': 'perplexity'}, 9.5)
+    """
+    files: dict[str, list[dict]] = {}
+    dataset_id = hub_dataset_id(dataset_name)
+    for key, (metric_type, name, split, value) in results.items():
+        if metric_type not in EVAL_RESULTS_METRICS:
+            continue
+        task_id = metric_type if split == "validation" else f"{metric_type}_{split}"
+        notes = f"{name} on the {split} split ({key} in metrics.json)"
+        if dataset_id != dataset_name:
+            notes += f"; embedded corpus: the Python {sys.version_info.major}.{sys.version_info.minor} standard library"
+        files.setdefault(task_id, []).append(
+            {
+                "dataset": {"id": dataset_id, "task_id": task_id},
+                "value": value,
+                "date": date,
+                "source": {"url": EVAL_RESULTS_SOURCE_URL, "name": "hf_lmobj"},
+                "notes": notes,
+            }
+        )
+    return files
 
 
 def merge_foreign_card_data(card_data: ModelCardData, readme: Path) -> ModelCardData:

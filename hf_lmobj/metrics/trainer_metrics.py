@@ -26,7 +26,12 @@ Example:
     >>> rows.tolist()  # two targets (the labels shift by one)
     [[2.7725887298583984, 2.0]]
     >>> {k: round(v, 4) for k, v in metrics.compute_metrics(EvalPrediction(rows.numpy(), None)).items()}
-    {'perplexity': 4.0, 'nll_per_token': 1.3863, 'num_tokens': 2.0, 'bits_per_byte': 0.6667}
+    {'perplexity': 4.0, 'nll_per_token': 1.3863, 'num_tokens': 2.0, 'bits_per_byte': 0.6667, 'byte_perplexity': 1.5874}
+
+With ``num_words`` (lm-eval's count, :func:`hf_lmobj.metrics.scoring.count_words`, summed over the eval
+texts) the result has lm-eval's ``word_perplexity`` too; ``byte_perplexity`` is its
+``exp(nll / bytes)``. The NLL is the Trainer's, over the eval rows as collated (not lm-eval's
+rolling windows): the units are lm-eval's, the scoring is this Trainer's.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ class LanguageModelingMetrics:
     """The ``preprocess_logits_for_metrics`` / ``compute_metrics`` pair for perplexity and bits per byte.
 
     Args:
-        num_bytes: total UTF-8 bytes of the eval texts (None: report no bits per byte).
+        num_bytes: total UTF-8 bytes of the eval texts (None: report no bits / byte perplexity).
+        num_words: total lm-eval words of the eval texts (None: report no word perplexity).
         num_rows: rows of the eval dataset; when given, ``compute_metrics`` checks it saw exactly as
             many (catches metrics built for another dataset). Leave None with a packing collator.
         shift_labels: True for causal LMs whose labels align with ``input_ids`` (the model shifts);
@@ -83,12 +89,13 @@ class LanguageModelingMetrics:
 
     num_bytes: int | None = None
     num_rows: int | None = None
+    num_words: int | None = None
     shift_labels: bool = True
     ignore_index: int = -100
     _running: list = field(default_factory=lambda: [0.0, 0.0, 0], init=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("num_bytes", "num_rows"):
+        for name in ("num_bytes", "num_rows", "num_words"):
             value = getattr(self, name)
             if value is not None:
                 try:
@@ -97,8 +104,14 @@ class LanguageModelingMetrics:
                     raise type(error)(f"{name} must be a positive int or None ({error})") from None
 
     @classmethod
-    def from_dataset(cls, eval_dataset, column: str = "num_bytes", **kwargs) -> LanguageModelingMetrics:
-        """Metrics whose byte total is the sum of ``eval_dataset[column]`` (and ``num_rows`` its length)."""
+    def from_dataset(
+        cls, eval_dataset, column: str = "num_bytes", words_column: str = "num_words", **kwargs
+    ) -> LanguageModelingMetrics:
+        """Metrics whose byte total is the sum of ``eval_dataset[column]`` (and ``num_rows`` its length).
+
+        When the dataset has ``words_column`` (per-text :func:`~hf_lmobj.metrics.scoring.count_words`),
+        its sum is ``num_words``.
+        """
         if column not in getattr(eval_dataset, "column_names", ()):
             raise ValueError(
                 f"eval dataset has no {column!r} column; build it with hf_lmobj.corpus.tokenize_corpus "
@@ -106,6 +119,9 @@ class LanguageModelingMetrics:
             )
         counts = check_counts(eval_dataset[column], f"eval dataset column {column!r}", minimum=0)
         kwargs.setdefault("num_rows", len(counts))
+        if words_column in eval_dataset.column_names and "num_words" not in kwargs:
+            words = check_counts(eval_dataset[words_column], f"eval dataset column {words_column!r}", minimum=0)
+            kwargs["num_words"] = sum(words)
         return cls(num_bytes=sum(counts), **kwargs)
 
     def preprocess_logits_for_metrics(self, logits, labels) -> torch.Tensor:
@@ -158,4 +174,7 @@ class LanguageModelingMetrics:
         out = {"perplexity": perplexity, "nll_per_token": mean, "num_tokens": tokens}
         if self.num_bytes is not None:
             out["bits_per_byte"] = nll / math.log(2) / self.num_bytes if tokens > 0 else math.nan
+            out["byte_perplexity"] = exp_or_inf(nll / self.num_bytes) if tokens > 0 else math.nan
+        if self.num_words is not None:
+            out["word_perplexity"] = exp_or_inf(nll / self.num_words) if tokens > 0 else math.nan
         return out

@@ -4,6 +4,8 @@ A recipe calls :func:`write_model_card` once, on the main process, after it has 
 ``metrics.json``. The card is a ``huggingface_hub.ModelCard`` rendered from a Jinja template (one
 per objective) whose YAML front matter carries the library, license, datasets, tags and a
 ``model-index`` with the evaluation results, so the Hub shows them and ``ModelCard.load`` parses them.
+Beside it, ``.eval_results/<task_id>.yaml`` holds the perplexity and bits per byte in the Hub's
+newer results format (https://huggingface.co/docs/hub/eval-results), with the same values.
 
 Example:
     >>> import tempfile
@@ -19,15 +21,19 @@ Example:
 
 from __future__ import annotations
 
+import datetime
 import importlib.resources
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from huggingface_hub import ModelCard
 
 from hf_lmobj.card_data import (
+    EVAL_RESULTS_SOURCE_URL,
     build_card_data,
+    eval_results_entries,
     format_value,
     framework_versions,
     merge_foreign_card_data,
@@ -37,13 +43,16 @@ from hf_lmobj.card_data import (
 
 __all__ = [
     "DEFAULT_TEMPLATE_DIR",
+    "EVAL_RESULTS_DIR",
     "LOSS_CURVE_NAME",
     "plot_loss_curve",
+    "write_eval_results",
     "write_model_card",
 ]
 
 DEFAULT_TEMPLATE_DIR = Path(str(importlib.resources.files("hf_lmobj.model_cards")))
 LOSS_CURVE_NAME = "loss_curve.png"
+EVAL_RESULTS_DIR = ".eval_results"
 
 
 def _curve(log_history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -97,6 +106,35 @@ def plot_loss_curve(log_history: Sequence[Mapping[str, Any]], path: str | Path, 
     return path
 
 
+def write_eval_results(
+    output_dir: str | Path, results: Mapping[str, tuple], dataset_name: str, date: str | None = None
+) -> list[Path]:
+    """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
+
+    ``results`` as :func:`hf_lmobj.card_data.split_metrics` returns them (the model-index's own);
+    ``date`` defaults to today (UTC). Files an earlier hf_lmobj run wrote there are replaced (or
+    removed); other files (results added by hand or by another tool) are kept.
+    """
+    date = date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    folder = Path(output_dir) / EVAL_RESULTS_DIR
+    for old in sorted(folder.glob("*.yaml")) if folder.is_dir() else ():
+        entries = yaml.safe_load(old.read_text(encoding="utf-8"))
+        if isinstance(entries, list) and entries and all(_is_ours(entry) for entry in entries):
+            old.unlink()
+    written = []
+    for task_id, entries in eval_results_entries(results, dataset_name, date=date).items():
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{task_id}.yaml"
+        path.write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _is_ours(entry: Any) -> bool:
+    source = entry.get("source") if isinstance(entry, dict) else None
+    return isinstance(source, dict) and source.get("url") == EVAL_RESULTS_SOURCE_URL
+
+
 def write_model_card(
     output_dir: str | Path,
     *,
@@ -112,6 +150,9 @@ def write_model_card(
     template_dir: str | Path | None = None,
 ) -> ModelCard:
     """Render ``<output_dir>/README.md`` (and ``loss_curve.png`` when ``log_history`` has losses).
+
+    Also writes ``.eval_results/<task_id>.yaml`` (:func:`write_eval_results`) for its perplexity and
+    bits per byte, the values of the card's ``model-index``.
 
     Args:
         output_dir: the run's output folder (created if missing).
@@ -166,4 +207,5 @@ def write_model_card(
         extra={key: format_value(value) for key, value in (extra or {}).items()},
     )
     card.save(output_dir / "README.md")
+    write_eval_results(output_dir, results, dataset_name)
     return card

@@ -172,13 +172,14 @@ def _front_matter(card: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", METRIC_NAMES)
 def test_export_space_writes_a_gradio_app_and_its_requirements(name, tmp_path):
     folder = export_space(name, tmp_path)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(["README.md", "app.py", f"{name}.py", "requirements.txt"])
+    expected = ["README.md", "app.py", f"{name}.py", "requirements.txt", "scoring.py"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(expected)
     assert not any(p.is_symlink() for p in folder.iterdir())
     app = (folder / "app.py").read_text(encoding="utf-8")
     assert "launch_gradio_widget" in app and f'"{name}.py"' in app
     lines = (folder / "requirements.txt").read_text(encoding="utf-8").splitlines()
     requirements = [r for r in (line.split("#")[0].strip() for line in lines) if r]
-    assert "hf_lmobj" in requirements  # the metric script imports hf_lmobj.metrics.scoring
+    assert "hf_lmobj" not in requirements  # the metric script imports the scoring.py beside it
     assert not any(r.startswith("gradio") for r in requirements)  # the Space's sdk_version installs it
     card = (folder / "README.md").read_text(encoding="utf-8")
     matter = _front_matter(card)
@@ -234,8 +235,10 @@ def test_the_exported_app_starts_the_widget_and_computes(name, tmp_path, monkeyp
     assert gradio.built["launched"] and gradio.built["title"] == f"Metric: {name}"
     assert gradio.built["article"].lstrip().startswith("# Metric Card for")  # the card, front matter off
     count = "num_tokens" if name == "perplexity" else "num_bytes"
-    assert gradio.built["inputs"][1]["headers"] == ("nll", count)
-    out = gradio.built["fn"](pandas.DataFrame({"nll": [1.0], count: [2]}))  # the widget's one-row table
+    headers = ("nll", count, "num_words") if name == "perplexity" else ("nll", count)  # num_words 0: not counted
+    assert gradio.built["inputs"][1]["headers"] == headers
+    row = {"nll": [1.0], count: [2], **({"num_words": [0]} if name == "perplexity" else {})}
+    out = gradio.built["fn"](pandas.DataFrame(row))  # the widget's one-row table
     assert out[name] == load(name).compute(nll=[1.0], **{count: [2]})[name]
 
 
@@ -287,10 +290,7 @@ def test_load_rejects_unknown_names():
         load("accuracy")
 
 
-def test_metric_scripts_share_the_packages_scoring_code():
+def test_metric_folders_hold_only_the_space_files_and_the_package_marker():
     for name in METRIC_NAMES:
-        script = (metric_path(name) / f"{name}.py").read_text(encoding="utf-8")
-        assert "from hf_lmobj.metrics.scoring import" in script
-        assert not any(line.startswith("from .") for line in script.splitlines())  # no sibling to copy
         scripts = sorted(p.name for p in metric_path(name).iterdir() if p.suffix == ".py")
-        assert scripts == sorted(["__init__.py", f"{name}.py", "app.py"])
+        assert scripts == sorted(["__init__.py", f"{name}.py", "app.py", "scoring.py"])  # scoring.py: generated

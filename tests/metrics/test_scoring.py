@@ -112,5 +112,6 @@ def test_bad_arguments_raise_clear_errors(gpt2, tokenizer):
 
 
 def test_text_score_is_a_plain_tuple():
-    nll, tokens, num_bytes = TextScore(1.5, 3, 4)
-    assert (nll, tokens, num_bytes) == (1.5, 3, 4) and math.isclose(TextScore(1.5, 3, 4).nll, 1.5)
+    nll, tokens, num_bytes, num_words = TextScore(1.5, 3, 4, 2)
+    assert (nll, tokens, num_bytes, num_words) == (1.5, 3, 4, 2) and math.isclose(TextScore(1.5, 3, 4).nll, 1.5)
+    assert TextScore(1.5, 3, 4).num_words == 0  # not counted

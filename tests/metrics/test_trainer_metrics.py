@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -98,3 +99,23 @@ def test_mismatched_dataset_and_missing_column_raise(eval_dataset):
         LanguageModelingMetrics(num_bytes=-4)
     with pytest.raises(ValueError, match=r"\(rows, 2\)"):
         LanguageModelingMetrics().compute_metrics(EvalPrediction(np.ones((2, 5, 7)), None))
+
+
+def test_lm_eval_units_give_word_and_byte_perplexity():
+    texts = ["def f(x):\n    return x", " a  é "]
+    dataset = Dataset.from_dict(
+        {
+            "num_bytes": [len(t.encode("utf-8")) for t in texts],
+            "num_words": [len(re.split(r"\s+", t)) for t in texts],
+        }
+    )
+    metrics = LanguageModelingMetrics.from_dataset(dataset)
+    assert metrics.num_words == 4 + 4
+    out = metrics.compute_metrics(EvalPrediction(np.array([[3.0, 2.0], [5.0, 4.0]]), None))
+    num_bytes = sum(dataset["num_bytes"])
+    assert out["word_perplexity"] == pytest.approx(math.exp(8.0 / 8))
+    assert out["byte_perplexity"] == pytest.approx(math.exp(8.0 / num_bytes))
+    assert out["byte_perplexity"] == pytest.approx(2 ** out["bits_per_byte"])
+    assert "word_perplexity" not in LanguageModelingMetrics(num_bytes=3).compute_metrics(
+        EvalPrediction(np.array([[3.0, 2.0]]), None)
+    )

@@ -292,3 +292,81 @@ def test_how_to_use_snippet_runs_on_a_saved_model(tmp_path, tokenizer, objective
     with contextlib.redirect_stdout(out):
         exec(compile(snippet, "card-snippet", "exec"), {})
     assert out.getvalue().strip(), "the snippet prints its result"
+
+
+# The Hub's results-file format (https://huggingface.co/docs/hub/eval-results), written out from its
+# docs: a YAML list of entries; field -> (required, type). ``source.url`` is required when ``source`` is given.
+EVAL_RESULTS_SCHEMA = {
+    "dataset": (True, dict),
+    "value": (True, (int, float)),
+    "verifyToken": (False, str),
+    "date": (False, str),
+    "source": (False, dict),
+    "notes": (False, str),
+}
+EVAL_RESULTS_DATASET = {"id": (True, str), "task_id": (True, str), "revision": (False, str)}
+EVAL_RESULTS_SOURCE = {"url": (True, str), "name": (False, str), "user": (False, str), "org": (False, str)}
+
+
+def _check_fields(mapping: dict, schema: dict, where: str) -> None:
+    assert isinstance(mapping, dict), where
+    assert set(mapping) <= set(schema), f"{where}: unknown fields {set(mapping) - set(schema)}"
+    for field, (required, kind) in schema.items():
+        if required:
+            assert field in mapping, f"{where}: {field} is required"
+        if field in mapping:
+            assert isinstance(mapping[field], kind) and not isinstance(mapping[field], bool), f"{where}.{field}"
+
+
+def check_eval_results_file(path) -> list[dict]:
+    """Parse ``path`` and check it against the Hub's schema; return its entries."""
+    import yaml
+
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(entries, list) and entries, path
+    for i, entry in enumerate(entries):
+        _check_fields(entry, EVAL_RESULTS_SCHEMA, f"{path.name}[{i}]")
+        _check_fields(entry["dataset"], EVAL_RESULTS_DATASET, f"{path.name}[{i}].dataset")
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry["dataset"]["id"]), entry["dataset"]["id"]  # a Hub dataset id
+        if "source" in entry:
+            _check_fields(entry["source"], EVAL_RESULTS_SOURCE, f"{path.name}[{i}].source")
+            assert entry["source"]["url"].startswith("https://")
+        if "date" in entry:
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2})?)?", entry["date"]), entry["date"]
+    return entries
+
+
+@pytest.mark.parametrize("dataset_name,dataset_id", [("python-stdlib", "hf-lmobj/python-stdlib"),
+                                                     ("Salesforce/wikitext", "Salesforce/wikitext")])  # fmt: skip
+def test_eval_results_files_follow_the_hub_schema_and_carry_metrics_json_values(tmp_path, dataset_name, dataset_id):
+    (tmp_path / "metrics.json").write_text(json.dumps(_run_metrics()))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    write_model_card(tmp_path, objective="clm", metrics=metrics, hyperparameters=HYPERPARAMETERS,
+                     model_name="tiny-clm", dataset_name=dataset_name)  # fmt: skip
+    files = sorted((tmp_path / ".eval_results").glob("*.yaml"))
+    assert [f.name for f in files] == ["bits_per_byte.yaml", "perplexity.yaml", "perplexity_test.yaml"]
+    want = {"perplexity": metrics["eval_perplexity"], "bits_per_byte": metrics["eval_bits_per_byte"],
+            "perplexity_test": metrics["test_perplexity"]}  # fmt: skip
+    card_index = {
+        (r.metric_type, r.dataset_split): r.metric_value
+        for r in ModelCard.load(tmp_path / "README.md").data.eval_results
+    }
+    for path in files:
+        (entry,) = check_eval_results_file(path)
+        assert entry["dataset"] == {"id": dataset_id, "task_id": path.stem}
+        assert entry["value"] == want[path.stem]  # exact: the metrics.json float, unchanged
+        metric, split = path.stem.rsplit("_", 1) if path.stem.endswith("_test") else (path.stem, "validation")
+        assert card_index[(metric, split)] == entry["value"]  # the model-index says the same
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", entry["date"])
+    # a rerun in the same folder replaces its own files (never appends) and keeps anyone else's
+    (tmp_path / ".eval_results" / "hle.yaml").write_text("- dataset: {id: cais/hle, task_id: hle}\n  value: 1.0\n")
+    write_model_card(tmp_path, objective="clm", metrics={"eval_perplexity": 3.5}, hyperparameters={},
+                     model_name="tiny-clm", dataset_name=dataset_name)  # fmt: skip
+    assert check_eval_results_file(tmp_path / ".eval_results" / "perplexity.yaml")[0]["value"] == 3.5
+    assert sorted(f.name for f in (tmp_path / ".eval_results").iterdir()) == ["hle.yaml", "perplexity.yaml"]
+
+
+def test_no_eval_results_without_perplexity_or_bits_per_byte(tmp_path):
+    write_model_card(tmp_path, objective="mlm", metrics={"eval_loss": 2.0, "eval_masked_accuracy": 0.5},
+                     hyperparameters={}, model_name="tiny-mlm", dataset_name="python-stdlib")  # fmt: skip
+    assert not (tmp_path / ".eval_results").exists()

@@ -1,9 +1,11 @@
 """Bits per byte as an ``evaluate`` metric: total NLL / ln 2 / total UTF-8 bytes of the original texts.
 
 This folder is a Hub Space: ``bits_per_byte.py`` (this script), ``README.md`` (the card, whose front matter
-pins the gradio evaluate's widget runs with), ``app.py`` (the widget) and ``requirements.txt``
-(``hf_lmobj``, whose :mod:`hf_lmobj.metrics.scoring` this script imports). No file links elsewhere,
-so a plain copy of the folder loads with ``evaluate.load(<folder>)``.
+pins the gradio evaluate's widget runs with), ``app.py`` (the widget), ``requirements.txt`` (evaluate,
+datasets, torch, transformers) and ``scoring.py``: a copy of :mod:`hf_lmobj.metrics.scoring` that
+:func:`hf_lmobj.metrics.export_space` writes (never edited by hand; a test holds it equal to the
+package's). No file links elsewhere, so a plain copy of the folder loads with ``evaluate.load(<folder>)``
+without hf_lmobj installed.
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ import math
 import datasets
 import evaluate
 
-# An absolute import of the installed package (evaluate checks it is importable, and the Space's
-# requirements.txt installs it): the same code here, in a copied folder and in the Space.
-from hf_lmobj.metrics.scoring import SumsMetric, bits_per_byte_from_sums, check_sums
+# A sibling file (evaluate copies it along with this script): the Space needs no hf_lmobj.
+from .scoring import SumsMetric, bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums
 
 __all__ = ["BitsPerByte"]
 
@@ -56,12 +57,15 @@ From a model (a list of texts as predictions):
     batch_size (int): windows per forward pass, across texts. Defaults to 8.
     device (str): where to run. Defaults to the model's device, else CUDA when available.
     progress (bool): show a progress bar. Defaults to True.
+    windows (str): "strided" (default) or "lm_eval": lm-evaluation-harness's disjoint rolling
+        windows of max_length targets (one token of context; BOS, else EOS, as the start token).
 
 Returns:
     bits_per_byte (float): sum nll / ln 2 / sum num_bytes.
     nll (float): total negative log-likelihood in nats.
     num_bytes (int): total UTF-8 bytes.
     bits_per_byte_per_text (list of float): nll / ln 2 / num_bytes of each entry.
+    byte_perplexity (float): lm-eval's exp(sum nll / sum num_bytes), 2 ** bits_per_byte.
 
 Examples:
     >>> import evaluate
@@ -73,7 +77,7 @@ Examples:
 
     >>> results = bits_per_byte.compute(predictions=["def f(x):"], model_id="gpt2")  # doctest: +SKIP
     >>> sorted(results)  # doctest: +SKIP
-    ['bits_per_byte', 'bits_per_byte_per_text', 'nll', 'num_bytes']
+    ['bits_per_byte', 'bits_per_byte_per_text', 'byte_perplexity', 'nll', 'num_bytes']
 """
 
 
@@ -100,6 +104,7 @@ class BitsPerByte(SumsMetric, evaluate.Metric):
         nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
         return {
             "bits_per_byte": bits_per_byte_from_sums(nll, num_bytes),
+            "byte_perplexity": byte_perplexity_from_sums(nll, num_bytes),
             "nll": math.fsum(nll),
             "num_bytes": sum(num_bytes),
             "bits_per_byte_per_text": [value / math.log(2) / count for value, count in zip(nll, num_bytes)],

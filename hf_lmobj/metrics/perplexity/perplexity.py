@@ -1,9 +1,11 @@
 """Perplexity as an ``evaluate`` metric: corpus-level and token-weighted, from sums or from a causal LM.
 
 This folder is a Hub Space: ``perplexity.py`` (this script), ``README.md`` (the card, whose front matter
-pins the gradio evaluate's widget runs with), ``app.py`` (the widget) and ``requirements.txt``
-(``hf_lmobj``, whose :mod:`hf_lmobj.metrics.scoring` this script imports). No file links elsewhere,
-so a plain copy of the folder loads with ``evaluate.load(<folder>)``.
+pins the gradio evaluate's widget runs with), ``app.py`` (the widget), ``requirements.txt`` (evaluate,
+datasets, torch, transformers) and ``scoring.py``: a copy of :mod:`hf_lmobj.metrics.scoring` that
+:func:`hf_lmobj.metrics.export_space` writes (never edited by hand; a test holds it equal to the
+package's). No file links elsewhere, so a plain copy of the folder loads with ``evaluate.load(<folder>)``
+without hf_lmobj installed.
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ import math
 import datasets
 import evaluate
 
-# An absolute import of the installed package (evaluate checks it is importable, and the Space's
-# requirements.txt installs it): the same code here, in a copied folder and in the Space.
-from hf_lmobj.metrics.scoring import SumsMetric, check_sums, exp_or_inf, perplexity_from_sums
+# A sibling file (evaluate copies it along with this script): the Space needs no hf_lmobj.
+from .scoring import SumsMetric, check_sums, exp_or_inf, perplexity_from_sums, word_perplexity_from_sums
 
 __all__ = ["Perplexity"]
 
@@ -45,6 +46,8 @@ Two ways in.
 From sums (works with add / add_batch and several processes):
     nll (list of float): summed negative log-likelihood in nats, one entry per text.
     num_tokens (list of int): the number of predicted tokens behind each nll.
+    num_words (list of int, optional): lm-eval's word count of each text, len(re.split(r"\\s+", text));
+        given (always, when scoring texts), the result has word_perplexity too.
 
 From a model (a list of texts as predictions):
     predictions (list of str): the texts, scored whole (never truncated).
@@ -57,12 +60,16 @@ From a model (a list of texts as predictions):
     batch_size (int): windows per forward pass, across texts. Defaults to 8.
     device (str): where to run. Defaults to the model's device, else CUDA when available.
     progress (bool): show a progress bar. Defaults to True.
+    windows (str): "strided" (default) or "lm_eval": lm-evaluation-harness's disjoint rolling
+        windows of max_length targets (one token of context; BOS, else EOS, as the start token).
 
 Returns:
     perplexity (float): exp(sum nll / sum num_tokens).
     nll (float): total negative log-likelihood in nats.
     num_tokens (int): total predicted tokens.
     perplexities (list of float): exp(nll / num_tokens) of each entry.
+    word_perplexity (float): lm-eval's exp(sum nll / sum num_words), when every entry has num_words.
+    num_words (int): total words, with word_perplexity.
 
 Examples:
     >>> import evaluate
@@ -73,7 +80,7 @@ Examples:
 
     >>> results = perplexity.compute(predictions=["def f(x):", "return x"], model_id="gpt2")  # doctest: +SKIP
     >>> sorted(results)  # doctest: +SKIP
-    ['nll', 'num_tokens', 'perplexities', 'perplexity']
+    ['nll', 'num_tokens', 'num_words', 'perplexities', 'perplexity', 'word_perplexity']
 """
 
 
@@ -86,19 +93,30 @@ class Perplexity(SumsMetric, evaluate.Metric):
     """
 
     count_name = "num_tokens"
+    optional_counts = ("num_words",)
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"nll": datasets.Value("float64"), "num_tokens": datasets.Value("int64")}),
+            features=datasets.Features(
+                {
+                    "nll": datasets.Value("float64"),
+                    "num_tokens": datasets.Value("int64"),
+                    "num_words": datasets.Value("int64"),  # 0 where not counted
+                }
+            ),
             reference_urls=["https://huggingface.co/docs/transformers/perplexity"],
         )
 
-    def _compute(self, nll, num_tokens) -> dict:
+    def _compute(self, nll, num_tokens, num_words) -> dict:
         nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
+        words = {}
+        if all(count > 0 for count in num_words):  # every entry counted its words
+            words = {"word_perplexity": word_perplexity_from_sums(nll, num_words), "num_words": sum(num_words)}
         return {
+            **words,
             "perplexity": perplexity_from_sums(nll, num_tokens),
             "nll": math.fsum(nll),
             "num_tokens": sum(num_tokens),

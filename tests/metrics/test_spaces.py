@@ -1,0 +1,181 @@
+"""The exported Space folders run with evaluate, datasets, torch and transformers alone, from one source.
+
+The acceptance test builds a virtual environment whose only site directory is a view of this
+environment restricted to the dependency closure of evaluate, datasets, torch and transformers
+(symlinks, no download; the mechanism of tests/test_packaging.py with an allow-list instead of a
+deny-list), exports each Space folder and compares ``evaluate.load(<folder>).compute(...)`` there,
+from sums and from a tiny model saved to disk, with the package's values.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_lmobj.losses.functional import token_nll
+from hf_lmobj.metrics import CORE_NAME, CORE_SOURCE, METRIC_NAMES, export_space, load, metric_path, space_core_text
+from hf_lmobj.metrics.scoring import window_nll
+
+SPACE_DEPENDENCIES = ("evaluate", "datasets", "torch", "transformers")
+
+
+def _closure(roots: tuple[str, ...]) -> set[str]:
+    """Installed distributions reachable from ``roots`` through their unconditional requirements."""
+    from packaging.requirements import Requirement
+
+    seen, todo = set(), list(roots)
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # an optional platform package (e.g. triton on CPU)
+        seen.add(name)
+        for line in dist.requires or ():
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return seen
+
+
+def _space_venv(root: Path) -> Path:
+    """A venv that sees only the closure of :data:`SPACE_DEPENDENCIES` (hf_lmobj not among it)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    view = root / "site_view"
+    view.mkdir()
+    for name in sorted(_closure(SPACE_DEPENDENCIES)):
+        dist = metadata.distribution(name)
+        base = Path(dist.locate_file(""))
+        tops = {Path(str(f)).parts[0] for f in dist.files or () if not str(f).startswith("..")}
+        for top in tops:
+            source = base / top
+            if top.endswith(".pth") or top == "__pycache__" or not source.exists() or (view / top).exists():
+                continue
+            (view / top).symlink_to(source)
+    python = root / "bin" / "python"
+    own_site = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (Path(own_site) / "deps_view.pth").write_text(f"{view}\n")
+    return python
+
+
+SPACE_RUN = r"""
+import json, sys
+import evaluate
+try:
+    import hf_lmobj
+except ImportError:
+    pass
+else:
+    raise SystemExit("hf_lmobj is importable: the venv is not Space-only")
+spaces, model, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+out = {}
+for name, count in (("perplexity", "num_tokens"), ("bits_per_byte", "num_bytes")):
+    metric = evaluate.load(f"{spaces}/{name}")
+    out[name] = {
+        "sums": metric.compute(nll=[2.0, 4.5], **{count: [3, 7]}),
+        "strided": metric.compute(predictions=texts, model_id=model, max_length=16, stride=8, progress=False),
+        "lm_eval": metric.compute(predictions=texts, model_id=model, max_length=16, windows="lm_eval", progress=False),
+    }
+print("RESULT" + json.dumps(out))
+"""
+
+
+def _clean_env() -> dict[str, str]:
+    """No PYTHONPATH (it could put this clone on the path), no Hub access."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def test_exported_spaces_run_without_hf_lmobj_and_equal_the_package(tmp_path, tiny_gpt2, tokenizer, corpus):
+    model = tmp_path / "tiny_gpt2"
+    tiny_gpt2.save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    texts = [corpus["validation"]["text"][0][:300], "x = 1  # é\n"]
+    spaces = tmp_path / "spaces"
+    for name in METRIC_NAMES:
+        export_space(name, spaces)
+    python = _space_venv(tmp_path / "venv")
+    done = subprocess.run(
+        [str(python), "-c", SPACE_RUN, str(spaces), str(model), json.dumps(texts)],
+        cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    there = json.loads(done.stdout.split("RESULT", 1)[1])
+    for name, count in (("perplexity", "num_tokens"), ("bits_per_byte", "num_bytes")):
+        metric = load(name)
+        here = {
+            "sums": metric.compute(nll=[2.0, 4.5], **{count: [3, 7]}),
+            "strided": metric.compute(predictions=texts, model_id=str(model), max_length=16, stride=8, progress=False),
+            "lm_eval": metric.compute(
+                predictions=texts, model_id=str(model), max_length=16, windows="lm_eval", progress=False
+            ),
+        }
+        for way, result in here.items():
+            assert sorted(there[name][way]) == sorted(result), (name, way)
+            for key, value in result.items():
+                assert there[name][way][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, way, key)
+    assert "word_perplexity" in there["perplexity"]["lm_eval"] and "byte_perplexity" in there["bits_per_byte"]["sums"]
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_the_committed_core_copy_is_the_package_source(name):
+    copy = (metric_path(name) / CORE_NAME).read_text(encoding="utf-8")
+    assert copy == space_core_text(), "stale copy: run hf_lmobj.metrics.sync_space_copies()"
+    assert space_core_text().endswith(CORE_SOURCE.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_export_writes_the_core_from_the_package_not_from_the_folder(name, tmp_path, monkeypatch):
+    stale = tmp_path / "stale"
+    (stale / name).mkdir(parents=True)
+    for file in ("README.md", "app.py", "requirements.txt", f"{name}.py"):
+        (stale / name / file).write_bytes((metric_path(name) / file).read_bytes())
+    (stale / name / CORE_NAME).write_text("raise RuntimeError('hand-edited copy')\n")
+    monkeypatch.setattr("hf_lmobj.metrics.METRICS_DIR", stale)
+    folder = export_space(name, tmp_path / "out")
+    assert (folder / CORE_NAME).read_text(encoding="utf-8") == space_core_text()
+
+
+def test_the_core_imports_only_stdlib_torch_transformers_and_tqdm():
+    tree = ast.parse(CORE_SOURCE.read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "no relative import: the file must stand alone in a Space folder"
+            imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names)
+    assert third_party <= {"torch", "transformers", "tqdm"}, third_party
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_the_scripts_import_the_sibling_core_and_the_space_needs_no_hf_lmobj(name):
+    script = (metric_path(name) / f"{name}.py").read_text(encoding="utf-8")
+    modules = {(n.level, n.module) for n in ast.walk(ast.parse(script)) if isinstance(n, ast.ImportFrom)}
+    modules |= {(0, a.name) for n in ast.walk(ast.parse(script)) if isinstance(n, ast.Import) for a in n.names}
+    assert (1, "scoring") in modules and not any(str(m).startswith("hf_lmobj") for _, m in modules)
+    assert any(line.startswith("from .scoring import") for line in script.splitlines())  # evaluate copies it
+    lines = (metric_path(name) / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    requirements = {re.split(r"[<>=]", r)[0] for r in (line.split("#")[0].strip() for line in lines) if r}
+    assert requirements == set(SPACE_DEPENDENCIES)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_cores_nll_is_the_packages_token_nll(dtype):
+    logits = torch.randn(3, 5, 11, generator=torch.Generator().manual_seed(0)).to(dtype)
+    targets = torch.tensor([[1, 2, -100, 4, 5], [-100, -100, 3, 0, 10], [7, 7, 7, 7, -100]])
+    torch.testing.assert_close(window_nll(logits, targets), token_nll(logits, targets), rtol=0, atol=0)
