@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 )
                 validation = splits["validation"]
             validation_texts = list(validation[data_args.text_column])
-        if data.train_documents is not None:  # the report's n-gram baseline fits on a bounded sample
+        if data.train_documents is not None and data_args.report_sample_tokens:  # the report's n-gram sample
             data.train_documents = bounded_documents(data.train_documents, data_args.report_sample_tokens)
     trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
     trainer = trainer_class(
@@ -218,11 +218,11 @@ def _fit_to_budget(trainer, runtime_args: RuntimeArguments, threads, resume: Res
     return fit_max_steps_to_budget(trainer, runtime_args.max_train_minutes)
 
 
-def _train_statistics(train_metrics: dict, trainer, data, sample_tokens: int) -> dict[str, float]:
+def _train_statistics(train_metrics: dict, trainer, data, sample_tokens: int | None) -> dict[str, float]:
     """Training throughput (tokens per second of the training phase) and the unigram entropy of the
-    first ``sample_tokens`` training tokens."""
+    first ``sample_tokens`` training tokens (None: all of them)."""
     documents = data.train_documents if data.train_documents is not None else data.train_dataset
-    sample = bounded_documents(documents, sample_tokens)
+    sample = bounded_documents(documents, sample_tokens) if sample_tokens else documents
     stats = {
         "train_runtime": train_metrics["train_runtime"],
         "train_unigram_entropy": unigram_entropy(sample),

@@ -4,8 +4,8 @@
 ``token_store:`` or ``sources:`` is set. The training data is a :class:`~hf_lmobj.data.PretrainingStream`
 (each rank reads its own slice; nothing is tokenized or packed ahead); what the report needs is
 bounded: the validation text is at most ``max_validation_documents`` documents, and the statistics
-(unigram entropy, the n-gram baseline) fit on the first ``report_sample_tokens`` training tokens,
-read after training.
+(unigram entropy, the n-gram baseline) fit on the first ``report_sample_tokens`` training tokens
+(5M by default), read after training.
 
 Validation text: the named dataset's ``validation`` split (streamed, bounded), else its first
 ``max_validation_documents`` documents held out of training; for token-store-only runs the
@@ -44,6 +44,11 @@ from hf_lmobj.recipes.support.pretraining import (
 )
 
 __all__ = ["uses_pipeline", "source_specs", "prepare_pipeline_data", "bounded_documents"]
+
+
+#: Training tokens the report's statistics fit on when the run streams (``report_sample_tokens: null``):
+#: the n-gram baseline's memory grows with its tokens, so a streamed run's peak does not follow the corpus.
+STREAMED_SAMPLE_TOKENS = 5_000_000
 
 
 def uses_pipeline(args: DataArguments) -> bool:
@@ -185,11 +190,12 @@ def prepare_pipeline_data(
                                names=[s["name"] for s in specs], seed=seed, block_documents=args.block_documents)  # fmt: skip
     data.train_dataset, data.callbacks = stream, []
     data.train_documents = None  # read after training, when the report needs it (not before the first step)
-    data.sample_documents = functools.partial(_sample_documents, stream, args.report_sample_tokens)
+    sample_tokens = args.report_sample_tokens or STREAMED_SAMPLE_TOKENS
+    data.sample_documents = functools.partial(_sample_documents, stream, sample_tokens)
     data.hyperparameters = {
         **{k: v for k, v in data.hyperparameters.items() if not k.startswith("train_")},
         "rows": fmt.kind,
         "sources": [{"name": s["name"], "kind": s["kind"], "weight": s["weight"]} for s in specs],
-        "report_sample_tokens": args.report_sample_tokens,
+        "report_sample_tokens": sample_tokens,
     }
     return data, validation

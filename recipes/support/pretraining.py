@@ -98,9 +98,12 @@ class DataArguments:
     max_validation_documents: int = field(
         default=100, metadata={"help": "Streaming / token store: validation documents read (held out of training)."}
     )
-    report_sample_tokens: int = field(
-        default=20_000_000,
-        metadata={"help": "Training tokens the report's statistics (unigram entropy, n-gram baseline) fit on."},
+    report_sample_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Training tokens the report's statistics (unigram entropy, n-gram baseline) fit on; None = all "
+            "of an in-memory corpus, the first 5M of a streamed / token-store / mixture run."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -113,6 +116,8 @@ class DataArguments:
         self.sources = _parse_sources(self.sources)
         for name in ("block_documents", "max_validation_documents", "report_sample_tokens"):
             value = getattr(self, name)
+            if value is None and name == "report_sample_tokens":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if self.token_store and self.sources:

@@ -47,14 +47,16 @@ def test_clm_trains_from_a_token_store_and_from_a_mixture(tmp_path, jsonl_folder
     tokenize.main(["--max_documents", "60", "--vocab_size", "1024", "--output_dir", str(tmp_path / "store")])
     tokenizer = str(tmp_path / "store" / "tokenizer")
     metrics = _run(tmp_path, "clm", "--token_store", str(tmp_path / "store"), "--tokenizer_name", tokenizer)
-    assert metrics["train_tokens_store"] == metrics["train_tokens_seen"]
+    # real tokens; tokens seen also count the padding of a short last row
+    assert 0.95 * metrics["train_tokens_seen"] <= metrics["train_tokens_store"] <= metrics["train_tokens_seen"]
     sources = json.dumps([
         {"token_store": str(tmp_path / "store"), "weight": 0.7, "name": "store"},
         {"dataset_name": str(jsonl_folder), "weight": 0.3, "name": "jsonl"},
     ])  # fmt: skip
     mixed = _run(tmp_path / "mix", "clm", "--sources", sources, "--tokenizer_name", tokenizer, "--block_documents", "4")
     assert mixed["train_tokens_store"] > 0 and mixed["train_tokens_jsonl"] > 0
-    assert mixed["train_tokens_store"] + mixed["train_tokens_jsonl"] == mixed["train_tokens_seen"]
+    assert 0.95 * mixed["train_tokens_seen"] <= mixed["train_tokens_store"] + mixed["train_tokens_jsonl"]
+    assert mixed["train_tokens_store"] + mixed["train_tokens_jsonl"] <= mixed["train_tokens_seen"]
 
 
 @pytest.mark.parametrize(
