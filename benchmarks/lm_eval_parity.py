@@ -56,9 +56,7 @@ def lm_eval_figures(model_dir: str, texts: list[str], max_length: int) -> dict[s
     from lm_eval.models.huggingface import HFLM
 
     lm = HFLM(pretrained=model_dir, max_length=max_length, batch_size=4, device="cpu", dtype="float32")
-    requests = [
-        Instance(request_type="loglikelihood_rolling", doc={"text": t}, arguments=(t,), idx=0) for t in texts
-    ]
+    requests = [Instance(request_type="loglikelihood_rolling", doc={"text": t}, arguments=(t,), idx=0) for t in texts]
     loglikelihoods = lm.loglikelihood_rolling(requests, disable_tqdm=True)
     words = [(ll, ConfigurableTask.count_words(t)) for ll, t in zip(loglikelihoods, texts)]
     num_bytes = [(ll, ConfigurableTask.count_bytes(t)) for ll, t in zip(loglikelihoods, texts)]

@@ -330,7 +330,9 @@ class ObjectiveTrainer(Trainer):
             return None
         count = sum(count_targets(self.objective, b).to(device) for b in batch_samples)
         if self._tokens_summed_across_processes():
-            count = self.accelerator.gather(count.reshape(1)).sum() // self._ranks_per_replica()  # TP ranks: same tokens
+            count = (
+                self.accelerator.gather(count.reshape(1)).sum() // self._ranks_per_replica()
+            )  # TP ranks: same tokens
         return count
 
     # ---- the loss -------------------------------------------------------------------------
