@@ -14,7 +14,7 @@ embedded corpus's validation split (what ``recipes/tokenize_corpus.py`` leaves o
 Example:
     >>> spec = source_specs(DataArguments(sources='[{"token_store": "a", "weight": 3}, {"dataset_name": "b", "weight": 1}]'))
     >>> [(s["kind"], s["name"], s["weight"]) for s in spec]
-    [("token_store", "a", 3.0), ("stream", "b", 1.0)]
+    [('token_store', 'a', 3.0), ('stream', 'b', 1.0)]
 """
 
 from __future__ import annotations
