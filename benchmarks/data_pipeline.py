@@ -331,6 +331,15 @@ def section_a(folder: Path, workers: list[int]) -> None:
         ratio = f"{rate / reference:.2f}x bare / {rate / reference1:.2f}x bare-1-thread"
         row("a", f"TextStream -> PipelineLoader W={w} (fill {r['fill']:.1%}, 1st batch {r['first_batch_s']:.1f}s)",
             r, ratio)  # fmt: skip
+    # Scaling with workers, each worker's tokenizer on one thread (else one worker's Rust pool already
+    # takes every core of a small machine): W workers against W = 1.
+    single = {}
+    for w in [w for w in workers if w >= 1]:
+        single[w] = run_child("pipeline", "stream", str(folder), str(w), env={"TOKENIZERS_PARALLELISM": "false"})
+        rate = single[w]["tokens"] / single[w]["seconds"]
+        base = single[min(single)]["tokens"] / single[min(single)]["seconds"]
+        row("a", f"TextStream -> PipelineLoader W={w}, 1-thread tokenizer", single[w],
+            f"{rate / base:.2f}x W={min(single)} / {rate / reference1:.2f}x bare-1-thread")  # fmt: skip
 
 
 def section_b(folder: Path, store: Path, workers: list[int]) -> None:
@@ -493,6 +502,7 @@ def main() -> None:
     )
     parser.add_argument("--profile", action="store_true", help="cProfile the W=0 pipeline of a and b")
     parser.add_argument("--profile_seconds", type=float, default=8.0)
+    parser.add_argument("--corpus", default=None, help="sections a/b on this folder of JSONL files instead")
     parser.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -510,10 +520,14 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="data_pipeline_"))
     try:
         if sections & {"a", "b"}:
-            corpus = root / "corpus"
-            info = write_corpus(corpus, args.tokens, args.files)
-            print(f"corpus: {info['documents']:,} documents, {info['bytes'] / 2**20:.0f} MB JSONL in {args.files} "
-                  f"files, ~{human(info['est_tokens'])} tokens (generated in {info['seconds']:.0f}s)\n")  # fmt: skip
+            if args.corpus:  # a folder of JSONL files with a "text" column (e.g. the stdlib written out)
+                corpus = Path(args.corpus)
+                print(f"corpus: {len(data_files(corpus))} JSONL files in {corpus}\n")
+            else:
+                corpus = root / "corpus"
+                info = write_corpus(corpus, args.tokens, args.files)
+                print(f"corpus: {info['documents']:,} documents, {info['bytes'] / 2**20:.0f} MB JSONL in {args.files} "
+                      f"files, ~{human(info['est_tokens'])} tokens (generated in {info['seconds']:.0f}s)\n")  # fmt: skip
             print(HEADER + "\n|" + "---|" * 10)
             if "a" in sections:
                 section_a(corpus, workers)
