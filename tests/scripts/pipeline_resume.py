@@ -144,6 +144,14 @@ def main(out_dir: str, objective: str, kind: str, workers: int, plan: str) -> No
             "steps": trainer.state.global_step,
         }
         torch.save(record, os.path.join(out_dir, "record.pt"))
+    _close_process_group()
+
+
+def _close_process_group() -> None:
+    """Leave the gloo group before exit (a group torn down by the interpreter can abort the process)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
