@@ -27,7 +27,8 @@ import datasets
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
-from hf_lmobj.data.token_store import TokenStore, tokenize_to_token_store
+from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.data.token_store_writer import tokenize_to_token_store
 from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
 
 __all__ = ["TokenizeArguments", "main"]

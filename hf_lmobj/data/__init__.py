@@ -14,7 +14,8 @@ from hf_lmobj.data.mixture import TokenMixer
 from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
 from hf_lmobj.data.rows import RowFormat
 from hf_lmobj.data.sources import DatasetSource, TextStream
-from hf_lmobj.data.token_store import TokenStore, tokenize_to_token_store, write_token_store
+from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.data.token_store_writer import tokenize_to_token_store, write_token_store
 
 __all__ = [
     "PipelineLoader",

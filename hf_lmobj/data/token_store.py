@@ -17,8 +17,11 @@ Reading is O(1) per document (two offsets, one slice of the memory map) and open
 so a :class:`TokenStore` travels to DataLoader workers by pickle and reopens its maps there.
 Extra files (a ``tokenizer/`` folder beside the three) are allowed.
 
+It is written by :mod:`hf_lmobj.data.token_store_writer`.
+
 Example:
     >>> import tempfile
+    >>> from hf_lmobj.data.token_store_writer import write_token_store
     >>> store = write_token_store(tempfile.mkdtemp() + "/store", [[5, 6, 7], [8], [9, 10]], vocab_size=512)
     >>> len(store), store.num_tokens, store.dtype.name, store.document(2).tolist()
     (3, 6, 'uint16', [9, 10])
@@ -31,35 +34,25 @@ pages touched, whatever the corpus size, and costs nothing per epoch.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
-import multiprocessing
 import operator
 import os
-import shutil
 import struct
-import uuid
-import warnings
-from array import array
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
-    import datasets
-    from transformers import PreTrainedTokenizerBase
+    pass
 
-__all__ = ["TOKEN_STORE_FORMAT", "TokenStore", "token_dtype", "tokenize_to_token_store", "write_token_store"]
+__all__ = ["TOKEN_STORE_FORMAT", "TokenStore", "token_dtype"]
 
 TOKEN_STORE_FORMAT = "hf_lmobj.token_store"
 TOKEN_STORE_VERSION = 1
 TOKENS_FILE, OFFSETS_FILE, META_FILE = "tokens.bin", "offsets.npy", "meta.json"
-_CHUNK_TOKENS = 1 << 20  # tokens buffered before a write: the writer's memory bound (8 MiB as int64)
 _SCAN_TOKENS = 1 << 24  # tokens read per step when a whole token file is scanned (hash, EOS search)
 _OFFSET_DTYPE = np.dtype("<i8")
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
@@ -371,269 +364,3 @@ def _content_hash(tokens_digest: bytes, offsets: np.ndarray) -> str:
     digest = hashlib.blake2b(tokens_digest, digest_size=16)
     digest.update(np.ascontiguousarray(offsets, dtype=_OFFSET_DTYPE))
     return digest.hexdigest()
-
-
-class _TokenWriter:
-    """Appends documents to ``folder/tokens.bin`` in chunks; :meth:`finish` writes the index and meta.json last.
-
-    Memory: one chunk of tokens plus 8 bytes per document (the lengths). ``first_document`` is the
-    index that error messages give the first document (a shard's place in the whole corpus).
-    """
-
-    def __init__(self, folder: Path, vocab_size: int, first_document: int = 0) -> None:
-        self.folder, self.vocab_size, self.first_document = folder, vocab_size, first_document
-        self.dtype = token_dtype(vocab_size)
-        self._file = open(folder / TOKENS_FILE, "wb")  # closed by finish / close
-        self._digest = hashlib.blake2b(digest_size=16)
-        self._lengths = array("q")
-        self._pending: list[np.ndarray] = []
-        self._pending_tokens = 0
-
-    def add(self, document: Sequence[int] | np.ndarray) -> None:
-        index = self.first_document + len(self._lengths)
-        ids = np.asarray(document)
-        if ids.ndim != 1:
-            raise ValueError(f"document {index}: expected a flat sequence of token ids, got shape {ids.shape}")
-        if ids.size == 0:
-            raise ValueError(
-                f"document {index} is empty: a token store refuses empty documents (they carry no token); "
-                "drop empty texts first or add BOS / EOS"
-            )
-        if ids.dtype.kind not in "iu":
-            raise ValueError(f"document {index}: token ids must be integers, got dtype {ids.dtype}")
-        if ids.dtype == np.uint64 and int(ids.max()) >= self.vocab_size:  # would wrap in int64
-            raise ValueError(
-                f"document {index}: token id {int(ids.max())} is outside [0, vocab_size={self.vocab_size})"
-            )
-        self._pending.append(ids.astype(np.int64, copy=False))
-        self._lengths.append(ids.size)
-        self._pending_tokens += ids.size
-        if self._pending_tokens >= _CHUNK_TOKENS:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        chunk = np.concatenate(self._pending)  # (T,) int64
-        if int(chunk.min()) < 0 or int(chunk.max()) >= self.vocab_size:
-            bad = int(np.flatnonzero((chunk < 0) | (chunk >= self.vocab_size))[0])
-            ends = np.cumsum([ids.size for ids in self._pending])
-            index = self.first_document + len(self._lengths) - len(self._pending)
-            index += int(np.searchsorted(ends, bad, side="right"))
-            raise ValueError(
-                f"document {index}: token id {int(chunk[bad])} is outside [0, vocab_size={self.vocab_size})"
-            )
-        self._write(chunk.astype(self.dtype))
-        self._pending, self._pending_tokens = [], 0
-
-    def _write(self, data: np.ndarray) -> None:
-        self._file.write(memoryview(data))
-        self._digest.update(memoryview(data))
-
-    def extend(self, store: TokenStore) -> None:
-        """Append every document of ``store`` (already checked, same dtype) without re-reading ids one by one."""
-        if store.dtype != self.dtype:
-            raise ValueError(f"cannot append a {store.dtype.name} store to a {self.dtype.name} one")
-        self._flush()
-        for start in range(0, store.num_tokens, _SCAN_TOKENS):
-            self._write(np.ascontiguousarray(store._tokens[start : start + _SCAN_TOKENS]))
-        self._lengths.frombytes(store.lengths.astype("=i8").tobytes())
-
-    def finish(self, **meta: Any) -> dict[str, Any]:
-        """Flush, write ``offsets.npy`` then ``meta.json`` (last), and return the meta."""
-        self._flush()
-        self._file.close()
-        if not self._lengths:
-            raise ValueError("no documents to write: a token store holds at least one document")
-        offsets = np.zeros(len(self._lengths) + 1, dtype=_OFFSET_DTYPE)  # (D + 1,)
-        np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=offsets[1:])
-        np.save(self.folder / OFFSETS_FILE, offsets)
-        written = _meta(self.dtype, self.vocab_size, offsets, **meta)
-        written["content_hash"] = _content_hash(self._digest.digest(), offsets)
-        (self.folder / META_FILE).write_text(json.dumps(written, indent=2) + "\n")
-        return written
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _write_files(
-    folder: Path, documents: Iterable[Sequence[int] | np.ndarray], vocab_size: int, first_document: int = 0, **meta
-) -> dict[str, Any]:
-    writer = _TokenWriter(folder, vocab_size, first_document)
-    try:
-        for document in documents:
-            writer.add(document)
-        return writer.finish(**meta)
-    finally:
-        writer.close()
-
-
-@contextlib.contextmanager
-def _atomic_folder(path: Path, overwrite: bool) -> Iterator[Path]:
-    """A temporary sibling of ``path``, renamed to ``path`` when the block ends well, removed when it raises."""
-    if path.exists() and not overwrite:
-        raise ValueError(f"{path} already exists; pass overwrite=True to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
-    try:
-        yield tmp
-        if path.exists() or path.is_symlink():
-            if not overwrite:  # appeared while writing: never replace what this call was not allowed to
-                raise ValueError(f"{path} appeared while writing; pass overwrite=True to replace it")
-            old = path.with_name(f".{path.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            path.rename(old)
-            tmp.rename(path)
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old)
-            else:
-                old.unlink()
-        else:
-            tmp.rename(path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def write_token_store(
-    path: str | os.PathLike,
-    documents: Iterable[Sequence[int] | np.ndarray],
-    vocab_size: int,
-    *,
-    tokenizer: str = "",
-    add_bos: bool = False,
-    add_eos: bool = False,
-    text_column: str | None = None,
-    overwrite: bool = False,
-) -> TokenStore:
-    """Write ``documents`` (token id sequences, streamed in chunks) as a store at ``path`` and open it.
-
-    Memory stays bounded (one chunk of tokens plus 8 bytes per document): the corpus is never held.
-    ``tokenizer``, ``add_bos``, ``add_eos`` and ``text_column`` are recorded in ``meta.json``. The
-    store appears at ``path`` only once complete: an error (or an exception raised by the
-    ``documents`` iterable) leaves no folder at ``path`` and no temporary folder beside it.
-
-    Raises:
-        ValueError: ``path`` exists and not ``overwrite``; an id ``< 0`` or ``>= vocab_size``, an
-            empty document (a store refuses them: they carry no token) or no document at all
-            (the message names the document index).
-    """
-    path = Path(path)
-    token_dtype(vocab_size)
-    meta = {"tokenizer": tokenizer, "add_bos": add_bos, "add_eos": add_eos, "text_column": text_column}
-    with _atomic_folder(path, overwrite) as tmp:
-        _write_files(tmp, documents, vocab_size, **meta)
-    return TokenStore.open(path)
-
-
-def _iter_tokenized(
-    dataset: datasets.Dataset | datasets.IterableDataset,
-    tokenizer: PreTrainedTokenizerBase,
-    text_column: str,
-    add_bos: bool,
-    add_eos: bool,
-    batch_size: int,
-) -> Iterator[np.ndarray]:
-    from hf_lmobj.data.sources import encode_texts_as_documents  # split_special_tokens=True, BOS / EOS by id
-
-    names = dataset.column_names
-    if names is not None:
-        dataset = dataset.select_columns([text_column])
-    for batch in dataset.iter(batch_size=batch_size):
-        if text_column not in batch:
-            raise ValueError(f"the dataset has no column {text_column!r} (has {list(batch)}); set text_column=")
-        texts = batch[text_column]
-        if not all(isinstance(text, str) for text in texts):
-            raise TypeError(f"column {text_column!r} must hold strings")
-        yield from encode_texts_as_documents(tokenizer, texts, add_bos, add_eos)
-
-
-def _tokenize_shard(
-    shard: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, folder: Path, first_document: int, options: dict
-) -> None:
-    """One worker process: tokenize ``shard`` into the store files of ``folder``."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one thread per worker process
-    folder.mkdir(parents=True)
-    documents = _iter_tokenized(shard, tokenizer, **options["encode"])
-    _write_files(folder, documents, options["vocab_size"], first_document, **options["meta"])
-
-
-def tokenize_to_token_store(
-    dataset: datasets.Dataset | datasets.IterableDataset,
-    tokenizer: PreTrainedTokenizerBase,
-    path: str | os.PathLike,
-    *,
-    text_column: str = "text",
-    add_bos: bool = True,
-    add_eos: bool = True,
-    num_proc: int | None = None,
-    batch_size: int = 1000,
-    overwrite: bool = False,
-) -> TokenStore:
-    """Tokenize the raw text of ``dataset`` (one document per row) into a store at ``path``.
-
-    Texts are encoded in batches of ``batch_size`` with ``add_special_tokens=False`` and
-    ``split_special_tokens=True`` (a literal ``"</s>"`` in the text stays characters), then BOS /
-    EOS are added by id when asked. ``vocab_size`` is ``len(tokenizer)``. A map-style ``Dataset``
-    with ``num_proc > 1`` is split into ``num_proc`` contiguous shards, each tokenized by its own
-    process into a shard folder, then concatenated in order: the bytes written do not depend on
-    ``num_proc``. A streamed ``IterableDataset`` is tokenized in this process, batch by batch,
-    never materialised (``num_proc`` is ignored, with a warning).
-
-    Raises:
-        ValueError: no ``text_column``, ``add_bos`` / ``add_eos`` without the token, ``path`` exists
-            and not ``overwrite``, an empty document (an empty text with neither BOS nor EOS).
-    """
-    import datasets
-
-    from hf_lmobj.corpus import require_columns
-
-    path = Path(path)
-    for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
-        if flag and getattr(tokenizer, f"{role}_token_id") is None:
-            raise ValueError(f"add_{role}=True but the tokenizer has no {role}_token; pass add_{role}=False")
-    if batch_size < 1 or (num_proc is not None and num_proc < 1):
-        raise ValueError(f"batch_size and num_proc must be positive, got {batch_size} and {num_proc}")
-    streaming = isinstance(dataset, datasets.IterableDataset)
-    if not streaming and not isinstance(dataset, datasets.Dataset):
-        raise TypeError(f"dataset must be a datasets.Dataset or IterableDataset, got {type(dataset).__name__}")
-    if streaming and (num_proc or 1) > 1:
-        warnings.warn("a streamed IterableDataset is tokenized in one process; num_proc is ignored", stacklevel=2)
-    if not streaming:
-        require_columns(dataset, text_column=text_column)
-    elif dataset.column_names is not None and text_column not in dataset.column_names:
-        raise ValueError(f"the dataset has no column {text_column!r} (has {dataset.column_names}); set text_column=")
-    vocab_size = len(tokenizer)
-    encode = {"text_column": text_column, "add_bos": add_bos, "add_eos": add_eos, "batch_size": batch_size}
-    meta = {
-        "tokenizer": str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__),
-        "add_bos": add_bos,
-        "add_eos": add_eos,
-        "text_column": text_column,
-    }
-    workers = 1 if streaming else max(1, min(num_proc or 1, dataset.num_rows))
-    with _atomic_folder(path, overwrite) as tmp:
-        if workers == 1:
-            _write_files(tmp, _iter_tokenized(dataset, tokenizer, **encode), vocab_size, **meta)
-        else:
-            shards = [dataset.shard(workers, index, contiguous=True) for index in range(workers)]
-            firsts = np.concatenate([[0], np.cumsum([shard.num_rows for shard in shards])[:-1]]).tolist()
-            folders = [tmp / "shards" / f"{index:05d}" for index in range(workers)]
-            options = {"encode": encode, "vocab_size": vocab_size, "meta": meta}
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context()) as pool:
-                jobs = [
-                    pool.submit(_tokenize_shard, *job, options)
-                    for job in zip(shards, [tokenizer] * workers, folders, firsts)
-                ]
-                for job in jobs:
-                    job.result()
-            writer = _TokenWriter(tmp, vocab_size)
-            try:
-                for folder in folders:
-                    writer.extend(TokenStore.open(folder))
-                writer.finish(**meta)
-            finally:
-                writer.close()
-            shutil.rmtree(tmp / "shards")
-    return TokenStore.open(path)

@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data import token_store
-from hf_lmobj.data.token_store import (
-    TOKEN_STORE_FORMAT,
-    TokenStore,
-    token_dtype,
-    tokenize_to_token_store,
-    write_token_store,
-)
+from hf_lmobj.data import token_store_writer
+from hf_lmobj.data.token_store import TOKEN_STORE_FORMAT, TokenStore, token_dtype
+from hf_lmobj.data.token_store_writer import tokenize_to_token_store, write_token_store
 
 TEXTS = [
     "def f(x):\n    return x + 1\n",
@@ -74,7 +69,7 @@ def test_token_dtype_boundaries_and_refusals():
 def test_writing_in_many_chunks_gives_the_same_bytes_and_names_the_bad_document(tmp_path, monkeypatch):
     documents = random_documents(1, 30, 300)
     write_token_store(tmp_path / "one", documents, 300)
-    monkeypatch.setattr(token_store, "_CHUNK_TOKENS", 5)  # a flush every few documents
+    monkeypatch.setattr(token_store_writer, "_CHUNK_TOKENS", 5)  # a flush every few documents
     write_token_store(tmp_path / "many", documents, 300)
     for name in ("tokens.bin", "offsets.npy", "meta.json"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()

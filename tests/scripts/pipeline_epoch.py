@@ -47,7 +47,7 @@ def build_source(kind: str, tokenizer, where: str):
     if kind == "stream":
         text = datasets.Dataset.from_dict({"text": texts()})
         return TextStream(text.to_iterable_dataset(num_shards=4), tokenizer, batch_size=7)
-    from hf_lmobj.data.token_store import write_token_store
+    from hf_lmobj.data.token_store_writer import write_token_store
 
     return write_token_store(os.path.join(where, "store"), documents(tokenizer), len(tokenizer))
 
