@@ -43,16 +43,12 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-import transformers.trainer as hf_trainer
 from torch import nn
 from transformers import Trainer
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.loader import PipelineLoader
@@ -60,15 +56,6 @@ from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
-from hf_lmobj.trainer.checkpoints import (
-    DATA_STATE_NAME,
-    check_checkpoint,
-    check_fingerprint,
-    latest_complete_checkpoint,
-    read_data_state,
-    write_complete_marker,
-    write_data_state,
-)
 from hf_lmobj.trainer.objectives import (
     Objective,
     capture_head,
@@ -79,6 +66,15 @@ from hf_lmobj.trainer.objectives import (
     model_inputs,
     model_softcap,
     objective_targets,
+)
+from hf_lmobj.trainer.pipeline_training import (
+    checked_resume,
+    data_fingerprint,
+    finish_checkpoint,
+    pipeline_loader,
+    replay_free,
+    source_token_counts,
+    tensors_only,
 )
 from hf_lmobj.trainer.sharding import full_state_dict, has_dtensor_parameters, ranks_per_replica
 from hf_lmobj.validation import check_flag, check_length
@@ -121,20 +117,6 @@ def make_compute_loss_func(
     return compute_loss_func
 
 
-class _TensorsOnly:
-    """A collator without its non-tensor entries (``use_cache``), which accelerate's dispatcher cannot send."""
-
-    def __init__(self, collator: Callable[..., dict[str, Any]]) -> None:
-        self.collator = collator
-
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        return {k: v for k, v in self.collator(features).items() if isinstance(v, torch.Tensor)}
-
-
-def _tensors_only(collator: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    return collator if isinstance(collator, _TensorsOnly) else _TensorsOnly(collator)
-
-
 class ObjectiveTrainer(Trainer):
     """``Trainer`` computing the causal / masked / seq2seq loss exactly and without full logits.
 
@@ -175,7 +157,7 @@ class ObjectiveTrainer(Trainer):
         self.ignore_data_fingerprint = check_flag(ignore_data_fingerprint, "ignore_data_fingerprint")
         self._data_resume: dict | None = None  # the checkpoint's data state, applied where the Trainer would replay
 
-    # ---- checkpoints and resume -----------------------------------------------------------
+    # ---- the training data, checkpoints and resume (hf_lmobj.trainer.pipeline_training) ----
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):
         """``Trainer.train``; a resume is checked first and the data continues without replay.
 
@@ -184,52 +166,26 @@ class ObjectiveTrainer(Trainer):
         ``trainer_state.json`` (or, for a ``PretrainingStream``, ``data_state.json``) is refused by
         name, and so is one whose data fingerprint differs (unless ``ignore_data_fingerprint``).
         """
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = latest_complete_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"resume_from_checkpoint=True: no complete checkpoint in {self.args.output_dir}")
-        self._data_resume = None
-        if resume_from_checkpoint:
-            streamed = isinstance(self.train_dataset, PretrainingStream)
-            folder = check_checkpoint(resume_from_checkpoint, needs_data_state=streamed)
-            resume_from_checkpoint = str(folder)
-            if streamed:
-                self._data_resume = read_data_state(folder)
-                check_fingerprint(
-                    self._data_resume["fingerprint"], self._data_fingerprint(), self.ignore_data_fingerprint
-                )
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+        folder, self._data_resume = checked_resume(
+            resume_from_checkpoint, self.args.output_dir, self._data_fingerprint(), self.ignore_data_fingerprint
+        )
+        return super().train(folder, *args, **kwargs)
 
-    def _data_fingerprint(self) -> dict[str, Any]:
-        return {**self.train_dataset.fingerprint(), "objective": self.objective}
+    def _data_fingerprint(self) -> dict[str, Any] | None:
+        if not isinstance(self.train_dataset, PretrainingStream):
+            return None
+        return data_fingerprint(self.train_dataset, self.objective)
+
+    def _take_data_resume(self) -> dict | None:
+        state, self._data_resume = self._data_resume, None
+        return state
 
     def _run_epoch(self, model, epoch, train_dataloader, *args: Any, **kwargs: Any):
         """The stock epoch; a ``PipelineLoader`` resumes from its saved position instead of replaying batches."""
         if not isinstance(train_dataloader, PipelineLoader):
             return super()._run_epoch(model, epoch, train_dataloader, *args, **kwargs)
-        with self._resume_without_replay():
+        with replay_free(self._take_data_resume):
             return super()._run_epoch(model, epoch, train_dataloader, *args, **kwargs)
-
-    @contextlib.contextmanager
-    def _resume_without_replay(self) -> Iterator[None]:
-        """Within the epoch, the Trainer's one ``skip_first_batches`` call repositions the loader in O(1)."""
-        stock = hf_trainer.skip_first_batches
-
-        def reposition(loader, num_batches: int = 0):
-            if not isinstance(loader, PipelineLoader):
-                return stock(loader, num_batches)
-            if self._data_resume is None:
-                raise ValueError(
-                    f"resuming {num_batches} batches into the epoch needs the checkpoint's {DATA_STATE_NAME}"
-                )
-            states, self._data_resume = self._data_resume["ranks"], None
-            return loader.resume(states, num_batches)
-
-        hf_trainer.skip_first_batches = reposition
-        try:
-            yield
-        finally:
-            hf_trainer.skip_first_batches = stock
 
     def _save_checkpoint(self, model, trial) -> None:
         """The stock checkpoint, then the data state, then a completion marker; old ones rotate last."""
@@ -239,55 +195,16 @@ class ObjectiveTrainer(Trainer):
             super()._save_checkpoint(model, trial)
         finally:
             self.args.save_total_limit = limit
-        run_dir = self._get_output_dir(trial=trial)
-        folder = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-        states = self._gathered_data_states()
-        if self.args.should_save:
-            if states is not None:
-                write_data_state(folder, states, self._data_fingerprint())
-            write_complete_marker(folder, self.state.global_step, sorted(os.listdir(folder)))
-            rotate_checkpoints(
-                output_dir=run_dir,
-                save_total_limit=limit,
-                best_model_checkpoint=self.state.best_model_checkpoint,
-                use_mtime=True,
-            )
-        self.accelerator.wait_for_everyone()
+        finish_checkpoint(self, trial, limit, self._data_fingerprint())
 
-    def _gathered_data_states(self) -> list[dict] | None:
-        """Every rank's data position (collective), or None when the run reads no pipeline."""
-        if self._pipeline_loader is None:
-            return None
-        state = self._pipeline_loader.state_dict()
-        if self.args.world_size == 1:
-            return [state]
-        gathered: list[Any] = [None] * self.args.world_size
-        torch.distributed.all_gather_object(gathered, state)
-        return gathered
-
-    # ---- the training data ----------------------------------------------------------------
     def get_train_dataloader(self):
         """A ``PretrainingStream`` through ``PipelineLoader``; anything else as the stock Trainer does."""
-        if not isinstance(self.train_dataset, PretrainingStream):
-            if isinstance(self.train_dataset, torch.utils.data.IterableDataset) and self.args.world_size > 1:
-                self.data_collator = _tensors_only(self.data_collator)
-            return super().get_train_dataloader()
-        stream = self.train_dataset.shard(self.args.process_index, self.args.world_size)
-        if stream.batch_size != self._train_batch_size:
-            raise ValueError(
-                f"the PretrainingStream makes batches of {stream.batch_size} rows but "
-                f"per_device_train_batch_size is {self._train_batch_size}; build the stream with batch_size="
-                f"{self._train_batch_size}"
-            )
-        self._pipeline_loader = PipelineLoader(
-            stream,
-            num_workers=self.args.dataloader_num_workers,
-            pin_memory=self.args.dataloader_pin_memory,
-            prefetch_factor=self.args.dataloader_prefetch_factor,
-            persistent_workers=self.args.dataloader_persistent_workers,
-            multiprocessing_context=self.args.dataloader_multiprocessing_context,
-        )
-        return self._pipeline_loader
+        if isinstance(self.train_dataset, PretrainingStream):
+            self._pipeline_loader = pipeline_loader(self.train_dataset, self.args, self._train_batch_size)
+            return self._pipeline_loader
+        if isinstance(self.train_dataset, torch.utils.data.IterableDataset) and self.args.world_size > 1:
+            self.data_collator = tensors_only(self.data_collator)
+        return super().get_train_dataloader()
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()
@@ -296,13 +213,7 @@ class ObjectiveTrainer(Trainer):
 
     def pipeline_token_counts(self) -> dict[str, int]:
         """``train_tokens_<source>``: tokens each pipeline source gave, summed over ranks (call on every rank)."""
-        loader = self._pipeline_loader
-        if loader is None:
-            return {}
-        counts = torch.as_tensor(loader.tokens_by_source, dtype=torch.float64)
-        if self.args.world_size > 1:
-            counts = self.accelerator.reduce(counts.to(self.args.device), reduction="sum").cpu()
-        return {f"train_tokens_{name}": int(count) for name, count in zip(loader.dataset.names, counts.tolist())}
+        return source_token_counts(self._pipeline_loader, self.accelerator, self.args)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """The stock log, plus the tokens each pipeline source gave so far (summed over ranks)."""
