@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing_utils import QUICK, REPO
+from tests.testing_utils import QUICK, REPO, see_site_view
 
 RECIPE_EXTRA = ("peft", "jinja2", "matplotlib", "mpl_toolkits", "pylab")
 
@@ -41,12 +41,7 @@ def _venv(root: Path, leave_out: tuple[str, ...]) -> Path:
                 continue
             if not (view / entry.name).exists():
                 (view / entry.name).symlink_to(entry)
-    python = root / "bin" / "python"
-    own_site = subprocess.run(
-        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    (Path(own_site) / "deps_view.pth").write_text(f"{view}\n")
-    return python
+    return see_site_view(root, view)
 
 
 def _clean_env() -> dict[str, str]:

@@ -37,6 +37,16 @@ QUICK = [
 CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
 
 
+def see_site_view(root: Path, view: Path) -> Path:
+    """The python of the venv at ``root``, made to see the packages linked into ``view`` (a ``.pth`` file)."""
+    python = root / "bin" / "python"
+    own_site = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (Path(own_site) / "deps_view.pth").write_text(f"{view}\n")
+    return python
+
+
 def write_stdlib_jsonl(folder: Path, documents: int, files: int = 3) -> Path:
     """The first ``documents`` stdlib training files as ``files`` JSONL files in ``folder`` (a local
     dataset with no validation split, streamed by the pipeline tests)."""

@@ -24,6 +24,7 @@ import torch
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.metrics import CORE_NAME, CORE_SOURCE, METRIC_NAMES, export_space, load, metric_path, space_core_text
 from hf_lmobj.metrics.scoring import window_nll
+from tests.testing_utils import see_site_view
 
 SPACE_DEPENDENCIES = ("evaluate", "datasets", "torch", "transformers")
 
@@ -63,17 +64,13 @@ def _space_venv(root: Path) -> Path:
             if top.endswith(".pth") or top == "__pycache__" or not source.exists() or (view / top).exists():
                 continue
             (view / top).symlink_to(source)
-    python = root / "bin" / "python"
-    own_site = subprocess.run(
-        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    (Path(own_site) / "deps_view.pth").write_text(f"{view}\n")
-    return python
+    return see_site_view(root, view)
 
 
 SPACE_RUN = r"""
 import json, sys
 import evaluate
+
 try:
     import hf_lmobj
 except ImportError:
