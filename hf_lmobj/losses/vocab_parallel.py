@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from torch.autograd.function import once_differentiable
 
-from hf_lmobj.losses.linear_cross_entropy import (
+from hf_lmobj.losses.head_chunks import (
     HeadLossOptions,
     _add_product,
     _autocast_off,
@@ -51,6 +51,7 @@ from hf_lmobj.losses.linear_cross_entropy import (
     _store_product,
     accumulation_dtype,
     compute_dtype,
+    handed_out_grads,
     resolve_chunk_size,
 )
 from hf_lmobj.validation import check_labels
@@ -290,20 +291,8 @@ class _VocabParallelLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):  # noqa: D102
-        if ctx.grads is None:
-            raise RuntimeError(
-                "linear_cross_entropy computes its gradients in the forward pass and hands them out once: "
-                "a second backward through the same loss is not supported; recompute the loss instead"
-            )
-        grads = []
-        for i, (grad, dtype) in enumerate(zip(ctx.grads, ctx.dtypes)):
-            if grad is not None:
-                grad = grad.mul_(grad_out.to(grad.dtype))
-                if i == 0:  # hidden is replicated over TP: its gradient is the sum of every shard's part
-                    grad = _all_reduce(grad, dist.ReduceOp.SUM, ctx.group)
-                grad = grad.to(dtype)
-            grads.append(grad)
-        ctx.grads = None
+        group = ctx.group  # hidden is replicated over TP: its gradient is the sum of every shard's part
+        grads = handed_out_grads(ctx, grad_out, lambda grad: _all_reduce(grad, dist.ReduceOp.SUM, group))
         return (*grads, None, None, None, None, None, None, None)
 
 
