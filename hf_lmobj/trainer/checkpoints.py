@@ -24,6 +24,11 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from transformers.trainer_utils import load_sharded_checkpoint
+
 __all__ = [
     "COMPLETE_NAME",
     "DATA_STATE_NAME",
@@ -35,6 +40,9 @@ __all__ = [
     "write_data_state",
     "read_data_state",
     "check_fingerprint",
+    "WEIGHT_FILES",
+    "trained_max_steps",
+    "load_checkpoint_weights",
 ]
 
 COMPLETE_NAME = "checkpoint_complete.json"
@@ -46,6 +54,13 @@ REQUIRED_FILES = {
     "scheduler.pt": "the learning-rate schedule (without it warmup restarts)",
     "trainer_state.json": "the step, the logs and the callbacks' state",
 }
+#: The model-weight files a weights-only restart reads (one file, or the index of a sharded one).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 _STEP = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -135,3 +150,37 @@ def _plain(value: object) -> object:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"cannot write {type(value).__name__} into {DATA_STATE_NAME}")
+
+
+def trained_max_steps(folder: Path) -> int:
+    """The ``max_steps`` the checkpoint's run built its schedule for (its ``trainer_state.json``)."""
+    return int(json.loads((folder / "trainer_state.json").read_text())["max_steps"])
+
+
+def load_checkpoint_weights(model: nn.Module, folder: str | os.PathLike) -> None:
+    """Load a checkpoint's model weights into ``model`` in place (one file, or a sharded one's index).
+
+    Every weight of ``model`` must come from the checkpoint except those tied to one that does (a
+    tied output head is saved once); any other missing or unexpected name is a ``ValueError``.
+    """
+    folder = Path(folder)
+    if (folder / "model.safetensors").is_file():
+        loaded = model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
+    elif (folder / "pytorch_model.bin").is_file():
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        loaded = model.load_state_dict(state, strict=False)
+    else:
+        loaded = load_sharded_checkpoint(model, folder, strict=False)
+    missing = _untied(model, loaded.missing_keys)
+    if missing or loaded.unexpected_keys:
+        raise ValueError(
+            f"{folder} does not hold this model's weights: missing {missing[:5]}, unexpected "
+            f"{list(loaded.unexpected_keys)[:5]} (a checkpoint of another model or configuration?)"
+        )
+
+
+def _untied(model: torch.nn.Module, missing: list[str]) -> list[str]:
+    """The names of ``missing`` that share no storage with a weight that was loaded."""
+    state, absent = model.state_dict(), set(missing)
+    loaded = {tensor.data_ptr() for name, tensor in state.items() if name not in absent}
+    return [name for name in missing if state[name].data_ptr() not in loaded]

@@ -37,18 +37,18 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-from safetensors.torch import load_file
-from transformers import PreTrainedModel, TrainingArguments
-from transformers.trainer_utils import load_sharded_checkpoint
+from transformers import TrainingArguments
 from transformers.utils import logging
 
 from hf_lmobj.recipes.support.time_budget import StepBudget
 from hf_lmobj.trainer.checkpoints import (
     COMPLETE_NAME,
+    WEIGHT_FILES,
     check_checkpoint,
     checkpoint_folders,
     latest_complete_checkpoint,
+    load_checkpoint_weights,
+    trained_max_steps,
 )
 
 __all__ = [
@@ -66,13 +66,6 @@ logger = logging.get_logger(__name__)
 
 #: What a new run decided before training (``max_steps`` and the budget), written once in ``output_dir``.
 RUN_DECISIONS_NAME = "run_decisions.json"
-#: The model-weight files a weights-only restart reads (one file, or the index of a sharded one).
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
 _LATEST = ("true", "last")
 _NONE = ("", "false", "none", "null")
 
@@ -148,7 +141,7 @@ def plan_resume(train_args: TrainingArguments, resume_args: ResumeArguments, nee
     if not (folder / COMPLETE_NAME).is_file():
         logger.warning(f"{folder} has no {COMPLETE_NAME}: its save may have been cut short")
     train_args.resume_from_checkpoint = str(folder)
-    return ResumePlan(checkpoint=folder, max_steps=_trained_max_steps(folder))
+    return ResumePlan(checkpoint=folder, max_steps=trained_max_steps(folder))
 
 
 def _requested_checkpoint(value: str | bool | None, output_dir: str) -> Path | None:
@@ -185,40 +178,6 @@ def _with_weights(folder: Path) -> Path:
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         raise ValueError(f"--weights_only_restart: {folder} holds no model weights (one of {', '.join(WEIGHT_FILES)})")
     return folder
-
-
-def _trained_max_steps(folder: Path) -> int:
-    """The ``max_steps`` the checkpoint's run built its schedule for (its ``trainer_state.json``)."""
-    return int(json.loads((folder / "trainer_state.json").read_text())["max_steps"])
-
-
-def load_checkpoint_weights(model: torch.nn.Module | PreTrainedModel, folder: str | os.PathLike) -> None:
-    """Load a checkpoint's model weights into ``model`` in place (one file, or a sharded one's index).
-
-    Every weight of ``model`` must come from the checkpoint except those tied to one that does (a
-    tied output head is saved once); any other missing or unexpected name is a ``ValueError``.
-    """
-    folder = Path(folder)
-    if (folder / "model.safetensors").is_file():
-        loaded = model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
-    elif (folder / "pytorch_model.bin").is_file():
-        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-        loaded = model.load_state_dict(state, strict=False)
-    else:
-        loaded = load_sharded_checkpoint(model, folder, strict=False)
-    missing = _untied(model, loaded.missing_keys)
-    if missing or loaded.unexpected_keys:
-        raise ValueError(
-            f"{folder} does not hold this model's weights: missing {missing[:5]}, unexpected "
-            f"{list(loaded.unexpected_keys)[:5]} (a checkpoint of another model or configuration?)"
-        )
-
-
-def _untied(model: torch.nn.Module, missing: list[str]) -> list[str]:
-    """The names of ``missing`` that share no storage with a weight that was loaded."""
-    state, absent = model.state_dict(), set(missing)
-    loaded = {tensor.data_ptr() for name, tensor in state.items() if name not in absent}
-    return [name for name in missing if state[name].data_ptr() not in loaded]
 
 
 def keep_first_start_steps(
