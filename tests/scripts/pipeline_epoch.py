@@ -126,7 +126,6 @@ def main(out_dir: str, kind: str, workers: int) -> None:
         record = {"documents": seen, "steps": trainer.state.global_step, "micro_batches": micro_batches[0]}
         torch.save(record, os.path.join(out_dir, f"rank{rank}.pt"))
     if torch.distributed.is_available() and torch.distributed.is_initialized():  # leave the group before exit
-        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 

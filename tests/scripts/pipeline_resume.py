@@ -150,7 +150,6 @@ def main(out_dir: str, objective: str, kind: str, workers: int, plan: str) -> No
 def _close_process_group() -> None:
     """Leave the gloo group before exit (a group torn down by the interpreter can abort the process)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 
