@@ -54,6 +54,7 @@ from hf_lmobj.recipes.support.finetune_data import (
     tokenize_classification,
 )
 from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.trainer.teardown import close_distributed
 
 TASKS = ("package", "replaced_tokens")
 
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     trainer.save_model(train_args.output_dir)
     if trainer.is_world_process_zero():
         _report(trainer, tokenizer, metrics, path, cls_args)
+    close_distributed(trainer)  # last: no collective after it
     return metrics
 
 

@@ -40,6 +40,7 @@ from hf_lmobj.recipes.support.finetune_data import build_instruction_dataset, to
 from hf_lmobj.recipes.support.models import ModelArguments
 from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+from hf_lmobj.trainer.teardown import close_distributed
 
 __all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
 
@@ -177,7 +178,9 @@ def finetune(argv: list[str] | None = None) -> tuple[ObjectiveTrainer, dict[str,
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    return finetune(argv)[1]
+    trainer, metrics = finetune(argv)
+    close_distributed(trainer)  # last: no collective after it
+    return metrics
 
 
 def _report(trainer, tokenizer, metrics, model_args: ModelArguments, lora_args: LoraArguments) -> None:

@@ -75,6 +75,7 @@ from hf_lmobj.recipes.support.resume import (
 from hf_lmobj.recipes.support.time_budget import StepBudget, fit_max_steps_to_budget
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+from hf_lmobj.trainer.teardown import close_distributed
 
 __all__ = ["ReportArguments", "main", "baseline_key"]
 
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             trainer, tokenizer, data, data_args, model_args, aux_args, fim_args, report_args, timer, threads, budget
         )
         write_and_report(run, metrics, baselines, sample)
+    close_distributed(trainer)  # last: no collective after it
     return metrics
 
 

@@ -95,6 +95,8 @@ def parameter_update(kind: str, batch_size: int, accumulation: int, output_dir: 
 
 
 def main(out_path: str) -> None:
+    from hf_lmobj.trainer.teardown import close_distributed
+
     world = int(os.environ.get("WORLD_SIZE", "1"))
     updates = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,6 +104,7 @@ def main(out_path: str) -> None:
             updates[kind] = parameter_update(kind, NUM_ROWS // (world * 2), 2, tmp)
     if int(os.environ.get("RANK", "0")) == 0:
         torch.save(updates, out_path)
+    close_distributed()  # the trainers are gone: leave the group before the interpreter's teardown
 
 
 if __name__ == "__main__":

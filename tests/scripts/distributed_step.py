@@ -163,6 +163,8 @@ def parameter_update(objective: str, batch_size: int, accumulation: int, output_
 
 
 def main(out_path: str) -> None:
+    from hf_lmobj.trainer.teardown import close_distributed
+
     world = int(os.environ.get("WORLD_SIZE", "1"))
     updates = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,6 +172,7 @@ def main(out_path: str) -> None:
             updates[objective] = parameter_update(objective, NUM_ROWS // (world * 2), 2, tmp)
     if int(os.environ.get("RANK", "0")) == 0:
         torch.save(updates, out_path)
+    close_distributed()  # the trainers are gone: leave the group before the interpreter's teardown
 
 
 if __name__ == "__main__":

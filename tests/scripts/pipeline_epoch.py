@@ -70,6 +70,7 @@ def main(out_dir: str, kind: str, workers: int) -> None:
     from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer
     from hf_lmobj.corpus import build_tokenizer
     from hf_lmobj.data import PretrainingStream, RowFormat
+    from hf_lmobj.trainer.teardown import close_distributed
 
     torch.set_num_threads(1)
     tokenizer = build_tokenizer(vocab_size=512, max_documents=20)
@@ -125,8 +126,7 @@ def main(out_dir: str, kind: str, workers: int) -> None:
         trainer.train()
         record = {"documents": seen, "steps": trainer.state.global_step, "micro_batches": micro_batches[0]}
         torch.save(record, os.path.join(out_dir, f"rank{rank}.pt"))
-    if torch.distributed.is_available() and torch.distributed.is_initialized():  # leave the group before exit
-        torch.distributed.destroy_process_group()
+        close_distributed(trainer)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import sys
 import torch
 from pipeline_epoch import ROW, texts
 
+from hf_lmobj.trainer.teardown import close_distributed
+
 STEPS = 12
 
 
@@ -144,13 +146,7 @@ def main(out_dir: str, objective: str, kind: str, workers: int, plan: str) -> No
             "steps": trainer.state.global_step,
         }
         torch.save(record, os.path.join(out_dir, "record.pt"))
-    _close_process_group()
-
-
-def _close_process_group() -> None:
-    """Leave the gloo group before exit (a group torn down by the interpreter can abort the process)."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    close_distributed(trainer)
 
 
 if __name__ == "__main__":
