@@ -41,6 +41,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
 from hf_lmobj.losses import linear_cross_entropy
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.objectives import capture_head, count_targets, linear_head
+from hf_lmobj.trainer.sharding import ranks_per_replica
 
 LR = 0.1
 
@@ -232,7 +233,7 @@ def head_case(mesh, objective: str, style: str) -> dict:
     trainer = ObjectiveTrainer(
         model=model, args=sgd_args("/tmp/unused_tp_heads", NUM_ROWS), data_collator=stack_rows, objective=objective
     )
-    res["data_parallel_size"] = trainer._data_parallel_size()
+    res["data_parallel_size"] = trainer._data_parallel_size()  # hand-applied TP: read from the head's mesh
     res["trainer_num_items"] = int(trainer._get_num_items_in_batch([batch], torch.device("cpu")))
     res["ref_count"] = int(count_targets(objective, batch))
     try:
@@ -282,6 +283,7 @@ def mesh2d_case() -> dict:
         fully_shard(layer, mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])
     w = model.lm_head.weight
+    res["ranks_per_replica"] = ranks_per_replica(None, model)  # read from the ("dp", "tp") mesh: tp only
     res["head_sharded_placements"] = str(w.placements)
     res["head_mesh"] = str(w.device_mesh.mesh_dim_names)
     targets = torch.nn.functional.pad(local["labels"][:, 1:], (0, 1), value=-100)

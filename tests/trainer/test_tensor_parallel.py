@@ -79,6 +79,17 @@ def test_dtensor_heads_compute_loss_and_gradients_equal_the_unsharded_model(head
         assert r["grad_diff"] < FP32, r
 
 
+@pytest.mark.parametrize("style", ["dtensor_weight", "parallelize_module"])
+@pytest.mark.parametrize("objective", ["masked", "seq2seq"])
+def test_hand_applied_tp_is_one_replica_for_counts_and_the_loss_scale(heads, objective, style):
+    """No ParallelismConfig, no tp_size: the head's 1-D mesh says both ranks are one replica."""
+    for res in heads:
+        r = res[f"{objective}/{style}"]
+        assert r["data_parallel_size"] == 1, r
+        assert r["trainer_num_items"] == r["ref_count"], r  # not 2x
+        assert r["with_count_ratio"] == pytest.approx(1.0, rel=FP32), r  # the loss is not scaled by 2
+
+
 @pytest.mark.parametrize("objective", ["masked", "seq2seq"])
 def test_colwise_parallel_heads_can_be_captured(heads, objective):
     for res in heads:
@@ -95,6 +106,7 @@ def test_fsdp2_over_dp_with_a_tp_head_step_equals_the_full_batch_step(mesh2d):
         assert r["head_mesh"] == "('dp', 'tp')" and "_StridedShard" in r["head_sharded_placements"]
         assert r["head_placements"] == "(Shard(dim=0),)"  # what linear_cross_entropy sees inside the forward
         assert r["count"] == r["ref_count"]  # summed over dp only
+        assert r["ranks_per_replica"] == 2  # the ("dp", "tp") mesh's tp dimension
         assert r["loss_diff"] < FP32, r
         assert r["update_diff"] < FP32 and not r["missing"], r
 

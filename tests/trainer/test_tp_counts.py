@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 from torch import nn
 
@@ -40,3 +41,35 @@ def test_the_trainer_divides_gathered_counts_by_the_tp_degree(monkeypatch):
     batch = {"shift_labels": torch.tensor([[1, 2, 3, -100]])}
     assert int(trainer._get_num_items_in_batch([batch], torch.device("cpu"))) == 8
     assert trainer._data_parallel_size() == 2
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _on_mesh(shape: tuple[int, ...], names: tuple[str, ...] | None) -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+    model = nn.Linear(2, 2)
+    model.weight = nn.Parameter(distribute_tensor(model.weight.detach(), mesh, [Replicate()] * len(shape)))
+    return model
+
+
+@pytest.mark.parametrize(("shape", "names"), [((1,), None), ((1,), ("tp",)), ((1, 1), ("dp", "tp"))])
+def test_a_readable_mesh_gives_its_model_parallel_degree(one_rank_group, shape, names):
+    assert ranks_per_replica(SimpleNamespace(parallelism_config=None), _on_mesh(shape, names)) == 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "names", "word"), [((1, 1), None, "unnamed 2-D"), ((1,), ("model",), "neither data-parallel")]
+)
+def test_a_mesh_it_cannot_read_is_refused_by_name(one_rank_group, shape, names, word):
+    with pytest.raises(ValueError, match=word):
+        ranks_per_replica(SimpleNamespace(parallelism_config=None), _on_mesh(shape, names))
