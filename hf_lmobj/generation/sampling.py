@@ -92,6 +92,7 @@ class SamplingLogitsProcessor(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor | None, scores: torch.Tensor) -> torch.Tensor:
         """Filter ``scores`` (B, V); ``input_ids`` is unused (the ``LogitsProcessor`` signature)."""
+        scores = _whole_rows(scores)  # a vocabulary-sharded DTensor: gathered, a plain tensor comes back
         _check_scores_tensor(scores)
         # (B, V) in float32 (float64 stays float64); every step is out of place: the input is kept
         x = scores if scores.dtype == torch.float64 else scores.float()
@@ -247,6 +248,15 @@ def apply_temperature(x: torch.Tensor, temperature: torch.Tensor) -> torch.Tenso
         return scaled
     shifted = (x[broken].double() - row_max[broken, None].double()) / temperature[broken, None]  # (R, V)
     return scaled.index_put((broken.nonzero().squeeze(1),), shifted.to(x.dtype))
+
+
+def _whole_rows(scores: Any) -> Any:
+    """Tensor-parallel scores (a ``DTensor`` sharded over the vocabulary) gathered: every filter needs whole rows.
+
+    A plain tensor cannot say it is one rank's shard: scores must cover the vocabulary (gather a
+    ``ColwiseParallel`` head's output with ``output_layouts=Replicate()``, as ``tp_plan="auto"`` does).
+    """
+    return scores.full_tensor() if hasattr(scores, "full_tensor") else scores
 
 
 def _check_scores_tensor(scores: Any) -> None:

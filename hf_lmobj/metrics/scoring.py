@@ -57,6 +57,9 @@ __all__ = [
     "EMPTY_ENTRY_FIX",
     "WINDOWS",
     "TextScore",
+    "full_vocab_logits",
+    "model_vocab_size",
+    "check_fits_context",
     "count_words",
     "plan_windows",
     "check_window_lengths",
@@ -304,6 +307,19 @@ def default_max_length(model) -> int:
     raise ValueError("cannot read the model's context size from its config; pass max_length=<int>")
 
 
+def check_fits_context(model, max_length: int) -> None:
+    """Refuse windows longer than the model's context size (read from its config; unknown sizes pass)."""
+    try:
+        context = default_max_length(model)
+    except ValueError:  # the config names no context size: nothing to check against
+        return
+    if max_length > context:
+        raise ValueError(
+            f"max_length={max_length} exceeds the model's context size {context} (its config's "
+            f"max_position_embeddings / n_positions): pass max_length <= {context}"
+        )
+
+
 def encode_texts(
     tokenizer, texts: Sequence[str], add_start_token: bool, eos_if_no_bos: bool = False
 ) -> list[list[int]]:
@@ -329,6 +345,39 @@ def encode_texts(
             hint = "it is empty" if add_start_token else "use add_start_token=True or drop it"
             raise ValueError(f"texts[{i}] gives {len(row)} token(s), nothing to predict ({hint})")
     return ids
+
+
+def model_vocab_size(model) -> int | None:
+    """Rows of the model's output head (its global size when tensor-parallel), else ``config.vocab_size``."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    weight = getattr(head, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return int(weight.shape[0])  # a DTensor reports its global shape
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    size = getattr(text, "vocab_size", None)
+    return size if isinstance(size, int) else None
+
+
+def full_vocab_logits(logits: torch.Tensor, vocab_size: int | None = None) -> torch.Tensor:
+    """Logits over the whole vocabulary as a plain tensor: a tensor-parallel ``DTensor`` is gathered here.
+
+    A plain tensor narrower than ``vocab_size`` is one rank's vocabulary shard (a ``ColwiseParallel`` head
+    that returns its local output): refused, since a softmax or an argmax over it is silently wrong.
+
+    Example:
+        >>> full_vocab_logits(torch.zeros(1, 2, 8), vocab_size=8).shape
+        torch.Size([1, 2, 8])
+    """
+    if hasattr(logits, "full_tensor"):  # a DTensor: Shard(-1) over the tensor-parallel ranks, or replicated
+        logits = logits.full_tensor()
+    if vocab_size is not None and logits.shape[-1] < vocab_size:
+        raise ValueError(
+            f"the model returned logits over {logits.shape[-1]} of its {vocab_size} vocabulary entries: a "
+            "tensor-parallel head's local shard. Gather them in the model: ColwiseParallel(output_layouts="
+            "Replicate()) on the head, or use_local_output=False, or load it with tp_plan='auto'"
+        )
+    return logits
 
 
 def window_nll(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
@@ -409,11 +458,12 @@ def score_texts(
     if max_length is None:
         max_length = default_max_length(model)
         max_length, stride = check_window_lengths(max_length, max_length if stride is None else stride)
+    check_fits_context(model, max_length)
     ids = encode_texts(tokenizer, texts, add_start_token, eos_if_no_bos=lm_eval)
     plan = [(t, *w) for t, row in enumerate(ids) for w in plan_windows(len(row), max_length, stride)]
     plan.sort(key=lambda w: w[3] - w[1], reverse=True)  # longest first: little padding per batch
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    device = next(model.parameters()).device
+    device, vocab = next(model.parameters()).device, model_vocab_size(model)
     nll = torch.zeros(len(ids), dtype=torch.float64)  # (num_texts,)
     was_training = model.training
     model.eval()
@@ -423,6 +473,7 @@ def score_texts(
                 batch = plan[start : start + batch_size]
                 inputs, mask, targets = _window_batch(ids, batch, pad_id, device)
                 logits = model(input_ids=inputs, attention_mask=mask, use_cache=False).logits  # (B, T, V)
+                logits = full_vocab_logits(logits, vocab)  # tensor-parallel heads: gathered or refused
                 nll_rows = window_nll(logits, targets)  # (B, T), 0 where ignored
                 rows = torch.tensor([w[0] for w in batch])
                 nll.index_add_(0, rows, nll_rows.sum(dim=1).double().cpu())

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
+from hf_lmobj.metrics.scoring import full_vocab_logits, model_vocab_size
+
 __all__ = ["target_token_accuracy", "unigram_entropy"]
 
 
@@ -32,12 +34,14 @@ def target_token_accuracy(model: PreTrainedModel, dataset: datasets.Dataset, col
     was_training = model.training
     model.eval()
     correct = total = 0
+    vocab = model_vocab_size(model)
     for start in range(0, dataset.num_rows, batch_size):
         batch = collator([dataset[i] for i in range(start, min(start + batch_size, dataset.num_rows))])
         batch = {k: v.to(model.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
         labels = batch.pop("labels")  # (B, T)
         selected = labels != -100  # (B, T)
-        predictions = model(**batch).logits.argmax(-1)  # (B, T)
+        logits = full_vocab_logits(model(**batch).logits, vocab)  # (B, T, V): tensor-parallel heads gathered
+        predictions = logits.argmax(-1)  # (B, T)
         correct += int((predictions[selected] == labels[selected]).sum())
         total += int(selected.sum())
     model.train(was_training)
