@@ -3,7 +3,7 @@
 Run it whenever a GPU is at hand (one H200: well under 8 minutes) and quote the table it prints:
 
     python benchmarks/gpu_check.py                 # every check
-    python benchmarks/gpu_check.py --only loss     # one of: packing, recipes, loss
+    python benchmarks/gpu_check.py --only loss     # one of: packing, recipes, loss, tp
     python benchmarks/gpu_check.py --device cpu --quick   # a dry run of the same code on the CPU
 
 Checks (each prints one or more rows: check, setting, figure, verdict):
@@ -19,6 +19,10 @@ Checks (each prints one or more rows: check, setting, figure, verdict):
    full logits (and Liger's / cut-cross-entropy's fused losses when they import): forward +
    backward time and peak GPU memory at N tokens x H x V (default 16384 x 4096 x 128256, Llama 3),
    and the loss difference. Pass: same loss within 1e-3 relative, less peak memory.
+4. **tp** -- one step at TP = 1 vs TP = 2 (``benchmarks/tp_step.py``: the head split over the vocabulary
+   with ``ColwiseParallel``, ``ObjectiveTrainer.compute_loss`` + backward + SGD, fp32): step time, peak
+   memory, loss and update differences. Needs 2 GPUs (SKIP with fewer, and the row says so); pass:
+   differences <= 1e-5. With ``--device cpu`` it runs on 2 gloo processes.
 
 Nothing downloads: the tokenizer is trained locally from the standard library, models are built
 from config. The GPU machine needs the package's own dependencies (``pip install -e .``, or wheels
@@ -40,6 +44,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a clone without installing
+sys.path.insert(0, str(REPO / "benchmarks"))
+from tp_step import check_tp  # noqa: E402  (after the path above)
 
 Row = tuple[str, str, str, str]
 
@@ -264,7 +270,7 @@ def check_loss(device: str, quick: bool) -> list[Row]:
     return rows
 
 
-CHECKS = {"packing": check_packing, "recipes": check_recipes, "loss": check_loss}
+CHECKS = {"packing": check_packing, "recipes": check_recipes, "loss": check_loss, "tp": check_tp}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -234,4 +234,14 @@ def test_the_prepared_gpu_check_runs_its_code_paths_on_cpu():
     spec = importlib.util.spec_from_file_location("gpu_check", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main(["--device", "cpu", "--quick", "--only", "loss", "--only", "packing"]) == 0
+    assert module.main(["--device", "cpu", "--quick", "--only", "loss", "--only", "packing", "--only", "tp"]) == 0
+
+
+def test_the_tp_check_skips_by_name_without_two_gpus(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from tp_step import check_tp
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert check_tp("cuda", quick=True) == [("tp", "TP=1 vs TP=2 step", "needs 2 GPUs, this machine has 1", "SKIP")]
