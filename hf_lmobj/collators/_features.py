@@ -23,7 +23,7 @@ import numpy as np
 
 from hf_lmobj.validation import check_id_range, id_sequence
 
-__all__ = ["check_feature_mapping", "token_ids"]
+__all__ = ["check_feature_mapping", "token_ids", "refuse_numpy_call"]
 
 
 def check_feature_mapping(feature: Any, index: int) -> Mapping[str, Any]:
@@ -42,3 +42,11 @@ def token_ids(feature: Any, index: int, vocab_size: int) -> np.ndarray:
         raise ValueError(f"feature {index}: input_ids is empty; filter out empty documents first")
     check_id_range(ids, vocab_size, "input_ids", f"feature {index}")
     return ids
+
+
+def refuse_numpy_call(self: Any, features: Any) -> dict[str, Any]:
+    """``collator(features, return_tensors="np")``: these collators build torch tensors only; say so clearly."""
+    raise ValueError(
+        f"{type(self).__name__} returns torch tensors only: call it with return_tensors='pt' (or leave it out); "
+        "got return_tensors='np' (convert the batch with tensor.numpy() if you need arrays)"
+    )

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators._features import token_ids
+from hf_lmobj.collators._features import refuse_numpy_call, token_ids
 from hf_lmobj.collators._noise import random_segmentation
 from hf_lmobj.collators._seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
@@ -215,6 +215,8 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         source = text_infilling(source, self.mask_ratio, self.poisson_rate, self.mask_token_id, generator)
         bos, eos = torch.tensor([self.bos_token_id]), torch.tensor([self.eos_token_id])
         return torch.cat([bos, source, eos]), torch.cat([bos, body, eos])
+
+    numpy_call = refuse_numpy_call  # DataCollatorMixin's return_tensors='np' route: refused by name
 
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:

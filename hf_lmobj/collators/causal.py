@@ -69,6 +69,7 @@ from hf_lmobj.collators._attention import (
     packed_attention_inputs,
 )
 from hf_lmobj.collators._causal_features import FlatFeatures, read_features
+from hf_lmobj.collators._features import refuse_numpy_call
 from hf_lmobj.collators._rows import (
     MIN_ROW_LENGTH,
     ROW_NEEDS,
@@ -247,6 +248,8 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         return PackingStats(real, layout.num_rows, width)
 
     # ----------------------------------------------------------------------------- batch out
+    numpy_call = refuse_numpy_call  # DataCollatorMixin's return_tensors='np' route: refused by name
+
     def torch_call(self, features: Sequence[Any]) -> dict[str, Any]:
         flat = self._read(features)
         layout = self._layout(flat)

@@ -59,6 +59,7 @@ from hf_lmobj.collators._attention import (
     check_dense_mask,
     is_flash_attention,
 )
+from hf_lmobj.collators._features import refuse_numpy_call
 from hf_lmobj.collators._layout import (
     best_fit_decreasing,
     block_attention_mask,
@@ -199,6 +200,8 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch mixed into seeded masks (each epoch then masks every example afresh)."""
         self.epoch = check_count(epoch, "epoch")
+
+    numpy_call = refuse_numpy_call  # DataCollatorMixin's return_tensors='np' route: refused by name
 
     def torch_call(self, features: list[Any]) -> dict[str, Any]:
         """Collate ``features`` (dicts with ``input_ids``, or bare id sequences) into a batch."""

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators._features import token_ids
+from hf_lmobj.collators._features import refuse_numpy_call, token_ids
 from hf_lmobj.collators._noise import (
     check_noise_args,
     collator_lengths,
@@ -228,6 +228,8 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
     def set_epoch(self, epoch: int) -> None:
         """Draw new masks for the next epoch (same ``(seed, epoch)`` -> same masks)."""
         self.epoch = check_count(epoch, "epoch")
+
+    numpy_call = refuse_numpy_call  # DataCollatorMixin's return_tensors='np' route: refused by name
 
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.collators._features import refuse_numpy_call
 from hf_lmobj.collators._noise import (
     check_noise_args,
     corrupted_lengths,
@@ -258,6 +259,8 @@ class DataCollatorForUL2(DataCollatorMixin):
             )
             inputs, targets = span_corrupt(tokens, mask, self.sentinel_ids, self.eos_token_id)
         return index, torch.cat([self.mode_ids[index : index + 1], inputs]), targets
+
+    numpy_call = refuse_numpy_call  # DataCollatorMixin's return_tensors='np' route: refused by name
 
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:

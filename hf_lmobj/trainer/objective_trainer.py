@@ -103,7 +103,7 @@ def make_compute_loss_func(
     def compute_loss_func(outputs: Any, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
         if labels is None:
             raise ValueError(f"the {objective} loss needs 'labels' in the batch")
-        logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs[0]
+        logits = _output_logits(outputs, objective)
         return loss_fn(
             logits,
             labels,
@@ -115,6 +115,25 @@ def make_compute_loss_func(
 
     compute_loss_func.__name__ = f"{objective}_compute_loss_func"
     return compute_loss_func
+
+
+def _output_logits(outputs: Any, objective: str) -> torch.Tensor:
+    """The logits of a model's outputs (a ``ModelOutput`` / dict, or a tuple whose first item they are)."""
+    if isinstance(outputs, Mapping):
+        if "logits" not in outputs:
+            raise ValueError(
+                f"the {objective} compute_loss_func needs the model's logits, but its outputs hold only "
+                f"{sorted(outputs)}: the model returned no logits (a base model without its LM head?); pass "
+                "a *ForCausalLM / *ForMaskedLM / *ForConditionalGeneration model"
+            )
+        return outputs["logits"]
+    first = outputs[0] if isinstance(outputs, (tuple, list)) and outputs else None
+    if not isinstance(first, torch.Tensor):
+        raise TypeError(
+            f"the {objective} compute_loss_func needs model outputs with logits (a ModelOutput, a dict or a tuple "
+            f"starting with the logits), got {type(outputs).__name__}"
+        )
+    return first
 
 
 class ObjectiveTrainer(Trainer):
