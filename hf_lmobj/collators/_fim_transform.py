@@ -29,6 +29,16 @@ Where the cuts fall (``fim_level``):
 * ``"token"``: uniformly over the document's tokens; the pieces are slices of ``input_ids``, so the
   document's tokens are preserved exactly (apart from the sentinels and the end-of-middle EOS).
 
+Text stays text: at ``"char"`` and ``"line"`` level the pieces are encoded with special-token
+parsing off (:mod:`hf_lmobj.plain_text`), so a document that mentions ``'<fim_prefix>'``
+or ``'<|endoftext|>'`` keeps those characters as ordinary tokens; the sentinels and the EOS are only
+ever inserted by id. Ids are checked against the text: the ids (less a leading BOS and a trailing EOS)
+must hold no control token and be the text's own tokens (they decode to the text, or the text
+encodes to them), else a ``ValueError`` names the feature (a usual cause: ``input_ids`` truncated
+with ``truncation=True`` while the text was kept whole; cut long documents with
+:func:`~hf_lmobj.collators.document_pieces.document_pieces` instead). Ids that already hold a FIM
+sentinel are refused at every level: the sentinels are reserved for the transform.
+
 Nothing is truncated: the transformed document is 4 tokens longer (3 sentinels and EOS, one less
 when it already ended with EOS), plus any re-tokenization at the character cuts; a collator that
 splits documents longer than its rows (never dropping a token) takes it from there. A leading BOS
@@ -66,6 +76,7 @@ from transformers import PreTrainedTokenizerBase
 from hf_lmobj.collators._features import token_ids
 from hf_lmobj.collators._fim_format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
 from hf_lmobj.collators._seeding import example_seeds
+from hf_lmobj.plain_text import encode_plain, special_ids
 
 __all__ = ["FIM_LEVELS", "FimDraw", "draw_fim", "line_starts", "check_rate", "FimTransform"]
 
@@ -157,10 +168,17 @@ class FimTransform:
         self.spm_rate = check_rate("spm_rate", self.spm_rate)
         if self.fim_level not in FIM_LEVELS:
             raise ValueError(f"fim_level must be one of {FIM_LEVELS}, got {self.fim_level!r}")
+        if not isinstance(self.text_column, str) or not self.text_column:
+            raise TypeError(
+                f"text_column must be a non-empty string (the feature key of the text), got {self.text_column!r}"
+            )
         self.ids: FimTokenIds = fim_token_ids(self.tokenizer, self.fim_tokens)
         if self.tokenizer.eos_token_id is None:
             raise ValueError("FIM needs an end-of-middle token: the tokenizer has no eos_token (set one)")
         self._sentinels = np.array(self.ids.sentinels, dtype=np.int64)
+        # control tokens that a document's text can never encode to (an unknown character may give unk)
+        unknown = {self.tokenizer.unk_token_id}
+        self._controls = np.array(sorted(special_ids(self.tokenizer) - unknown), dtype=np.int64)
         self._vocab_size = len(self.tokenizer)
 
     # ----------------------------------------------------------------------------- one document
@@ -168,6 +186,8 @@ class FimTransform:
         """The transformed ids of one document for a given draw (``text`` is needed at char level)."""
         array = token_ids({"input_ids": ids}, 0, self._vocab_size)
         head, content = self._split_specials(array, 0)
+        if self.fim_level in TEXT_LEVELS:
+            self._check_texts([content], [self._text({self.text_column: text}, 0)], [0])
         if not draw.apply:
             return array.tolist()
         pieces = self._pieces(content, text, draw, 0)
@@ -182,11 +202,15 @@ class FimTransform:
         ``seed=None`` draws a fresh seed from the OS for this call (unseeded, but not the global RNG).
         """
         seeds = example_seeds(features, seed, epoch)  # seed=None: one fresh seed for this call
+        arrays = [token_ids(feature, index, self._vocab_size) for index, feature in enumerate(features)]  # (L,) each
+        split = [self._split_specials(array, index) for index, array in enumerate(arrays)]
+        if self.fim_level in TEXT_LEVELS:  # every document's text must be its ids' text, FIM'd or not
+            documents = [self._text(feature, index) for index, feature in enumerate(features)]
+            self._check_texts([content for _, content in split], documents, list(range(len(features))))
         plans: list[tuple[list[int], Any, bool] | list[int]] = []
         texts: list[str] = []
         for index, feature in enumerate(features):
-            array = token_ids(feature, index, self._vocab_size)  # (L,) checked
-            head, content = self._split_specials(array, index)
+            array, (head, content) = arrays[index], split[index]
             generator = torch.Generator().manual_seed(seeds[index])
             draw = self._draw(feature, content, index, generator)
             if not draw.apply:
@@ -227,7 +251,9 @@ class FimTransform:
             found = int(array[np.isin(array, self._sentinels)][0])
             raise ValueError(
                 f"feature {index}: input_ids already contains the FIM token id {found} "
-                f"({self.tokenizer.convert_ids_to_tokens(found)!r}); FIM tokens are reserved for the transform"
+                f"({self.tokenizer.convert_ids_to_tokens(found)!r}); FIM tokens are reserved for the transform. "
+                "If the document's text mentions that token as a string, encode it with special-token parsing "
+                "off (tokenizer(text, split_special_tokens=True), or document_pieces()) so it stays characters"
             )
         bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
         start = 1 if bos is not None and array[0] == bos else 0
@@ -245,6 +271,42 @@ class FimTransform:
             )
         return text
 
+    def _check_texts(self, contents: Sequence[np.ndarray], texts: Sequence[str], indices: Sequence[int]) -> None:
+        """Each document's ids (less BOS / EOS) are its text's own tokens, or a ValueError naming the feature.
+
+        They hold no control token (the text is encoded as plain characters), and they decode to the
+        text (up to surrounding whitespace, which a SentencePiece decode may drop) or the text
+        encodes to exactly them (a normalizing tokenizer).
+        """
+        for content, index in zip(contents, indices):
+            inside = np.isin(content, self._controls)
+            if inside.any():
+                at = int(np.flatnonzero(inside)[0])
+                found = int(content[at])
+                name = self.tokenizer.convert_ids_to_tokens(found)
+                raise ValueError(
+                    f"feature {index}: input_ids hold the control token {name!r} "
+                    f"(id {found}) inside the document (content position {at}), but fim_level={self.fim_level!r} "
+                    "re-encodes the text with special-token strings as plain characters, so ids and text would "
+                    "disagree; tokenize the text the same way (tokenizer(text, add_special_tokens=False, "
+                    "split_special_tokens=True), BOS / EOS added by id) or use fim_level='token'"
+                )
+        decoded = self.tokenizer.batch_decode([c.tolist() for c in contents], clean_up_tokenization_spaces=False)
+        for content, text, ids_text, index in zip(contents, texts, decoded, indices):
+            if ids_text == text or ids_text.strip() == text.strip():
+                continue
+            if encode_plain(self.tokenizer, [text])[0] == content.tolist():
+                continue
+            at = next((i for i, (a, b) in enumerate(zip(ids_text, text)) if a != b), min(len(ids_text), len(text)))
+            raise ValueError(
+                f"feature {index}: input_ids and {self.text_column!r} are not the same document: the ids (less "
+                f"BOS / EOS) decode to {len(ids_text)} characters, the text has {len(text)}, and they differ from "
+                f"character {at} ({ids_text[at : at + 20]!r} vs {text[at : at + 20]!r}). fim_level={self.fim_level!r} "
+                "cuts and re-encodes the text, so it must be the text of these very ids: were the ids truncated "
+                "(truncation=True / max_length) and the text kept whole? Tokenize without truncation and cut long "
+                "documents with document_pieces() (ids and text cut together), or use fim_level='token'"
+            )
+
     def _pieces(self, content: np.ndarray, text: Any, draw: FimDraw, index: int) -> list[Any]:
         """(prefix, middle, suffix) as strings (char and line levels) or token lists (token level).
 
@@ -260,7 +322,7 @@ class FimTransform:
         return [tokens[: draw.start], tokens[draw.start : draw.end], tokens[draw.end :]]
 
     def _encode(self, texts: list[str]) -> list[list[int]]:
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return encode_plain(self.tokenizer, texts)  # special-token strings in the text stay characters
 
     def _assemble(self, head: list[int], pieces: Sequence[Sequence[int]], spm: bool) -> list[int]:
         prefix, middle, suffix = pieces

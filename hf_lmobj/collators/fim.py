@@ -9,6 +9,12 @@ not inheritance). So a FIM span never crosses documents, packed documents stay i
 (``position_ids`` restart per document), ``labels`` / ``shift_labels`` are the causal collator's,
 and no token is dropped: every token of every transformed document is in the batch.
 
+Text stays text: at ``"char"`` / ``"line"`` level each piece is encoded with special-token parsing
+off, so code that mentions ``'<fim_prefix>'`` keeps those characters; the sentinels and EOS are
+inserted by id only. A feature's ``input_ids`` must be its text's own tokens (no control token
+inside, the same document: ids truncated while the text is whole are refused, naming the feature);
+ids that already hold a FIM sentinel are refused at every level.
+
 Two ways in, both seeded by ``(seed, epoch, example)``:
 
 * this collator, on documents (``input_ids`` and, for character-level cuts, ``text``): a fresh
@@ -40,7 +46,7 @@ import datasets
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators._features import check_feature_mapping
+from hf_lmobj.collators._features import check_feature_mapping, refuse_numpy_call
 from hf_lmobj.collators._fim_format import FimTokens
 from hf_lmobj.collators._fim_transform import TEXT_LEVELS, FimTransform
 from hf_lmobj.collators._seeding import INDEX_KEYS, resolve_seed
@@ -153,6 +159,8 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
             if mask is not None and not all(int(m) == 1 for m in mask):
                 raise ValueError(f"feature {index} is padded (attention_mask has zeros); pass unpadded documents")
         return self.transform(features, self.seed, self.epoch)
+
+    numpy_call = refuse_numpy_call  # DataCollatorMixin's return_tensors='np' route: refused by name
 
     def torch_call(self, features: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         documents = self.fim_input_ids(features)

@@ -30,6 +30,8 @@ import pyarrow.compute as pc
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.plain_text import encode_plain
+
 __all__ = ["RandomAccessSource", "DatasetSource", "TextStream", "encode_texts_as_documents", "is_random_access"]
 
 
@@ -92,20 +94,10 @@ def encode_texts_as_documents(
 ) -> list[np.ndarray]:
     """Token ids of each text with BOS / EOS by id; special-token strings in the text stay text.
 
-    A fast tokenizer's Rust ``encode_batch_fast`` is called directly (no offsets, no Python-side
-    ``BatchEncoding``), as ``tokenizer(texts, add_special_tokens=False, split_special_tokens=True)``
-    would encode them.
+    The text is encoded by :func:`hf_lmobj.plain_text.encode_plain` (a fast tokenizer's Rust
+    ``encode_batch_fast``, no offsets, no Python-side ``BatchEncoding``).
     """
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode_batch_fast"):
-        before = backend.encode_special_tokens
-        backend.encode_special_tokens = True  # "<|endoftext|>" in the text stays characters
-        try:
-            rows = [encoding.ids for encoding in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
-        finally:
-            backend.encode_special_tokens = before
-    else:
-        rows = tokenizer(list(texts), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    rows = encode_plain(tokenizer, texts)
     head = [tokenizer.bos_token_id] if add_bos else []
     tail = [tokenizer.eos_token_id] if add_eos else []
     return [np.array(head + row + tail, dtype=np.int64) for row in rows]

@@ -5,7 +5,10 @@ callable (default: :func:`~hf_lmobj.data.sources.encode_texts_as_documents`, one
 text). :class:`FimPieces` is fill-in-the-middle for code LMs: each text is cut into pieces that fit a
 row (at clean token boundaries, each with its text) and each piece goes through the seeded FIM
 transform, exactly as the in-memory FIM recipe prepares its data. Randomness is keyed by (seed,
-epoch 0, the piece's tokens), so a piece gets the same cut on any rank, worker or resume.
+epoch 0, the piece's tokens), so a piece gets the same cut on any rank, worker or resume. The text
+is encoded as plain characters, as :func:`~hf_lmobj.data.sources.encode_texts_as_documents` does: a
+file that mentions ``'<fim_prefix>'`` keeps those characters, and the sentinels are only ever the
+transform's.
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
@@ -24,6 +27,7 @@ import numpy as np
 
 from hf_lmobj.collators._fim_transform import FimTransform
 from hf_lmobj.collators.document_pieces import document_pieces
+from hf_lmobj.plain_text import check_texts
 from hf_lmobj.validation import check_count
 
 __all__ = ["FimPieces"]
@@ -45,7 +49,7 @@ class FimPieces:
 
     def __call__(self, texts: Sequence[str]) -> list[list[np.ndarray]]:
         out: list[list[np.ndarray]] = []
-        for text in texts:
+        for text in check_texts(texts, "texts"):
             pieces = document_pieces([text], self.fim.tokenizer, self.max_tokens)
             features = [{"input_ids": ids, "text": piece} for ids, piece in zip(pieces["input_ids"], pieces["text"])]
             out.append([np.asarray(ids, dtype=np.int64) for ids in self.fim(features, self.seed, 0)])

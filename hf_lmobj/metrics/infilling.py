@@ -16,6 +16,11 @@ non-comment lines inside function bodies (after any docstring) of the given sour
   text; it is healed the same way, so that it differs from ``"prefix_only"`` only by the suffix
   (and ``<fim_prefix> <fim_suffix>`` before it, ``<fim_middle>`` after it).
 
+Source text stays text: prefixes, suffixes, lines and targets are encoded with special-token parsing
+off (:mod:`hf_lmobj.plain_text`), so a file that mentions ``'<fim_middle>'`` or ``'</s>'``
+is scored on those characters, never on a control token; the model may write no control token but
+the end-of-middle EOS (:func:`~hf_lmobj.generation.fim_prompting.fim_generate_kwargs`).
+
 The hidden text is the whole line *with its newline*: the prefix ends at the line's start and the
 suffix starts at the next line's start, the layout an editor has when the cursor sits on an empty
 line and the one line-level FIM training (``fim_level="line"``) produces. The prediction is the
@@ -53,9 +58,18 @@ from transformers import LogitsProcessorList, PreTrainedTokenizerBase
 
 from hf_lmobj.collators._fim_format import fim_layout, fim_token_ids
 from hf_lmobj.collators._fim_transform import line_starts
-from hf_lmobj.generation.fim_prompting import fim_generate_kwargs, fim_prompts, left_padded, middle_ids
+from hf_lmobj.generation.fim_prompting import (
+    check_model_vocabulary,
+    fim_generate_kwargs,
+    fim_prompts,
+    left_padded,
+    middle_ids,
+    model_positions,
+)
 from hf_lmobj.generation.token_healing import LeadLogitsProcessor
 from hf_lmobj.losses.functional import token_nll
+from hf_lmobj.plain_text import check_texts, encode_plain
+from hf_lmobj.validation import check_count, check_flag, check_length
 
 __all__ = [
     "INFILLING_MODES",
@@ -106,6 +120,9 @@ def edit_similarity(prediction: str, reference: str) -> float:
     >>> edit_similarity("pass", "pass"), edit_similarity("", "x")
     (1.0, 0.0)
     """
+    for name, value in (("prediction", prediction), ("reference", reference)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, got {type(value).__name__} ({value!r})")
     if not prediction and not reference:
         return 1.0
     row = [0] * (len(reference) + 1)  # row[j]: LCS of the prefix of prediction seen so far and reference[:j]
@@ -123,6 +140,9 @@ def function_body_lines(text: str, max_line_chars: int = 100) -> list[int]:
     >>> function_body_lines('def f():\\n    \"\"\"Doc.\"\"\"\\n\\n    # note\\n    return 1\\nx = 2\\n')
     [4]
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string (a Python source file), got {type(text).__name__}")
+    max_line_chars = check_length(max_line_chars, "max_line_chars", 1)
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -161,6 +181,12 @@ def single_line_cases(
     """
     if isinstance(num_cases, bool) or not isinstance(num_cases, int) or num_cases <= 0:
         raise ValueError(f"num_cases must be a positive int, got {num_cases!r}")
+    texts = check_texts(texts, "texts")
+    seed = check_count(seed, "seed")
+    prefix_lines = check_length(prefix_lines, "prefix_lines", 0, why="lines kept before the hidden one")
+    suffix_lines = check_length(suffix_lines, "suffix_lines", 0, why="lines kept after the hidden one")
+    if names is not None and isinstance(names, (str, bytes)):
+        raise TypeError(f"names must be a list with one name per text, got a string {names!r}")
     if names is not None and len(names) != len(texts):
         raise ValueError(f"names has {len(names)} entries for {len(texts)} texts; give one name per text")
     candidates = [(t, line) for t, text in enumerate(texts) for line in function_body_lines(text, max_line_chars)]
@@ -183,8 +209,7 @@ def single_line_cases(
 
 def _prefix_only_prompt(tokenizer: PreTrainedTokenizerBase, case: InfillingCase) -> tuple[list[int], list[int], str]:
     """(context tokens, tokens to score, straddled prefix text): running-text tokens split at the gap."""
-    joint = tokenizer(case.prefix + case.line, add_special_tokens=False)["input_ids"]
-    alone = tokenizer(case.prefix, add_special_tokens=False)["input_ids"]
+    joint, alone = encode_plain(tokenizer, [case.prefix + case.line, case.prefix])
     k = 0
     while k < min(len(joint), len(alone)) and joint[k] == alone[k]:
         k += 1
@@ -198,7 +223,7 @@ def _healed_prompts(tokenizer, cases, bos: list[int], prefix_room: int, suffix_r
     first), both ending with the healed running-text prefix: (prompts, targets, leads)."""
     spm = suffix_room is not None
     ids = fim_token_ids(tokenizer) if spm else None
-    suffixes = tokenizer([c.suffix for c in cases], add_special_tokens=False)["input_ids"] if spm else [[]] * len(cases)
+    suffixes = encode_plain(tokenizer, [c.suffix for c in cases]) if spm else [[]] * len(cases)
     prompts, targets, leads = [], [], []
     for case, suffix in zip(cases, suffixes):
         context, target, lead = _prefix_only_prompt(tokenizer, case)
@@ -225,7 +250,7 @@ def _prompts(tokenizer, cases, mode: str, budget: int, add_bos: bool) -> tuple[l
         max_prefix_tokens=room - room // 3,
         max_suffix_tokens=room // 3,
     )
-    targets = tokenizer([c.middle for c in cases], add_special_tokens=False)["input_ids"]
+    targets = encode_plain(tokenizer, [c.middle for c in cases])
     return prompts, targets, [""] * len(cases)
 
 
@@ -269,24 +294,48 @@ def evaluate_infilling(
         cases: from :func:`single_line_cases`.
         mode: ``"psm"``, ``"spm"`` or ``"prefix_only"``.
         max_length: the model's context; prompts are cut (prefix from the left, suffix from the
-            right) so that prompt + ``max_new_tokens`` fit. None reads ``max_position_embeddings``.
+            right) so that prompt + ``max_new_tokens`` fit. None reads ``max_position_embeddings``;
+            more than the model's positions is refused.
         max_new_tokens: generation budget per case (also the longest scored line, in tokens).
         batch_size: cases per ``generate`` / forward call.
         add_bos: put BOS first; None = when the tokenizer has one.
+
+    Refused before anything runs: an unknown mode, no cases (or not :class:`InfillingCase`), counts
+    that are not positive ints, a ``max_length`` beyond the model's positions or that leaves fewer than
+    8 prompt tokens after ``max_new_tokens``, and a tokenizer larger than the model's embeddings.
     """
     if mode not in INFILLING_MODES:
         raise ValueError(f"mode must be one of {INFILLING_MODES}, got {mode!r}")
-    if not cases:
-        raise ValueError("cases is empty; build them with single_line_cases()")
-    config = model.config
-    max_length = max_length or getattr(config, "max_position_embeddings", None) or config.n_positions
+    if isinstance(cases, (str, bytes)) or not isinstance(cases, Sequence) or not cases:
+        raise ValueError("cases is empty (or not a list); build them with single_line_cases()")
+    for i, case in enumerate(cases):
+        if not isinstance(case, InfillingCase):
+            raise TypeError(
+                f"cases[{i}] must be an InfillingCase (from single_line_cases()), got {type(case).__name__}"
+            )
+    max_new_tokens = check_length(max_new_tokens, "max_new_tokens", 1, why="the generation budget per case")
+    batch_size = check_length(batch_size, "batch_size", 1, why="cases per generate call")
+    positions = model_positions(model)
+    max_length = check_length(max_length, "max_length", 1, optional=True)
+    if max_length is None:
+        if positions is None:
+            raise ValueError("the model's config names no max_position_embeddings / n_positions; pass max_length=")
+        max_length = positions
+    if positions is not None and max_length > positions:
+        raise ValueError(
+            f"max_length={max_length} is more than the model's {positions} positions; pass max_length <= {positions}"
+        )
+    add_bos = check_flag(add_bos, "add_bos", optional=True)
     add_bos = tokenizer.bos_token_id is not None if add_bos is None else add_bos
+    if add_bos and tokenizer.bos_token_id is None:
+        raise ValueError("add_bos=True but the tokenizer has no bos_token; pass add_bos=False")
     budget = max_length - max_new_tokens
     if budget < 8:
         raise ValueError(
-            f"max_length={max_length} leaves {budget} prompt tokens after max_new_tokens={max_new_tokens}; "
-            "lower max_new_tokens"
+            f"max_length={max_length} leaves {budget} prompt tokens after max_new_tokens={max_new_tokens} (at least "
+            "8 needed: BOS, 3 sentinels and some context); lower max_new_tokens or raise max_length"
         )
+    check_model_vocabulary(model, tokenizer)  # the prompts are cut to the budget below
     prompts, targets, leads = _prompts(tokenizer, cases, mode, budget, add_bos)
     targets = [t[:max_new_tokens] for t in targets]  # lines longer than the budget are scored on their start
     stop = fim_generate_kwargs(tokenizer)

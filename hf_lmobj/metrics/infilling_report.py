@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["best_infill", "comparison_lines"]
+__all__ = ["REPORTED_METRICS", "best_infill", "comparison_lines"]
+
+REPORTED_METRICS = ("exact_match", "edit_similarity")
 
 
 def best_infill(metrics: dict[str, Any], metric: str = "exact_match") -> tuple[str, float] | None:
@@ -25,6 +27,10 @@ def best_infill(metrics: dict[str, Any], metric: str = "exact_match") -> tuple[s
     >>> best_infill({"validation_infill_spm_edit_similarity": 0.5}, "edit_similarity")
     ('spm', 0.5)
     """
+    if metric not in REPORTED_METRICS:
+        raise ValueError(f"metric must be one of {REPORTED_METRICS}, got {metric!r}")
+    if not isinstance(metrics, dict):
+        raise TypeError(f"metrics must be a dict of the recipe's metrics, got {type(metrics).__name__}")
     found = {m: metrics[f"validation_infill_{m}_{metric}"] for m in ("psm", "spm", "prefix_only")
              if f"validation_infill_{m}_{metric}" in metrics}  # fmt: skip
     if not found:
@@ -51,7 +57,8 @@ def comparison_lines(metrics: dict[str, Any], baseline: dict[str, Any], baseline
     lines = [f"{'metric':37s} {'this run':>9s} {'':8s} {baseline_name:>11s}    ratio"]
     ours, theirs = metrics.get("validation_bits_per_byte"), baseline.get("validation_bits_per_byte")
     if ours is not None and theirs is not None:
-        lines.append(f"{'left-to-right bits per byte':37s} {ours:9.3f} {'':8s} {theirs:11.3f}    {ours / theirs:.3f}")
+        ratio = f"{ours / theirs:.3f}" if theirs else "n/a"  # a baseline of 0 bits per byte has no ratio
+        lines.append(f"{'left-to-right bits per byte':37s} {ours:9.3f} {'':8s} {theirs:11.3f}    {ratio}")
     for metric in ("exact_match", "edit_similarity"):
         mine, base = best_infill(metrics, metric), best_infill(baseline, metric)
         if mine and base:

@@ -10,6 +10,7 @@ import torch
 
 from hf_lmobj import (
     DataCollatorForCausalLM,
+    DataCollatorForFillInTheMiddle,
     DataCollatorForMaskedLM,
     DataCollatorForSpanCorruption,
     DataCollatorForTextInfilling,
@@ -26,17 +27,18 @@ def _collators(tokenizer) -> dict:
         "span": DataCollatorForSpanCorruption(tokenizer, input_length=64, seed=0),
         "ul2": DataCollatorForUL2(tokenizer, input_length=64, seed=0),
         "bart": DataCollatorForTextInfilling(tokenizer, seed=0),
+        "fim": DataCollatorForFillInTheMiddle(tokenizer, fim_rate=0.0, fim_level="token", seed=0),
     }
 
 
-@pytest.mark.parametrize("name", ["causal", "masked", "span", "ul2", "bart"])
+@pytest.mark.parametrize("name", ["causal", "masked", "span", "ul2", "bart", "fim"])
 def test_numpy_is_refused_with_the_fix(tokenizer, name):
     collator = _collators(tokenizer)[name]
     with pytest.raises(ValueError, match="torch tensors only: call it with return_tensors='pt'"):
         collator(FEATURES, return_tensors="np")
 
 
-@pytest.mark.parametrize("name", ["causal", "masked", "span", "ul2", "bart"])
+@pytest.mark.parametrize("name", ["causal", "masked", "span", "ul2", "bart", "fim"])
 def test_pt_and_none_give_torch_tensors(tokenizer, name):
     collator = _collators(tokenizer)[name]
     for value in ("pt", None):

@@ -38,7 +38,7 @@ def test_lead_is_written_first_through_one_token_or_several(tokenizer):
     assert all(texts[i].startswith(rest) or rest.startswith(texts[i]) for i in range(vocab) if second[0, i] == 0)
     assert texts[newline] == "\n" and second[0, newline] == -float("inf")  # "\n" is no start of the spaces left
     covered = _encode(tokenizer, lead)  # the lead written in full: free again
-    assert bool((processor(torch.tensor([[5, 6, *covered]]), scores[:1]) == 0).all())
+    assert bool((processor(torch.tensor([[5, 6, *covered], [5, 6, *covered]]), scores) == 0).all())
 
 
 def test_generation_writes_the_lead_even_against_the_model(tokenizer, one_torch_thread):
