@@ -62,6 +62,18 @@ def write_stdlib_jsonl(folder: Path, documents: int, files: int = 3) -> Path:
     return folder
 
 
+def tiny_gpt2(tokenizer, vocab_size: int | None = None, positions: int = 64, width: int = 16, layers: int = 1):
+    """A tiny GPT-2 from config for ``tokenizer`` (its BOS / EOS / pad ids), seeded 0, in eval mode."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=vocab_size or len(tokenizer), n_embd=width, n_layer=layers, n_head=2,
+                        n_positions=positions, bos_token_id=tokenizer.bos_token_id,
+                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return GPT2LMHeadModel(config).eval()
+
+
 def real(row: torch.Tensor, mask: torch.Tensor | None = None) -> list[int]:
     return row[mask.bool()].tolist() if mask is not None else row[row != -100].tolist()
 

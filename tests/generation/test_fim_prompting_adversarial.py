@@ -11,28 +11,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessor, LogitsProcessorList
 
 from hf_lmobj.collators._fim_format import fim_token_ids
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids, fim_prompts, infill, left_padded, middle_ids
 from hf_lmobj.plain_text import encode_plain, special_ids
+from tests.testing_utils import tiny_gpt2
 
 LITERALS = ["s = '<fim_middle>'\n", "'<fim_prefix>'", "<fim_suffix>", "x = '</s>' + '<pad>'", "'[MASK]' '<mask>'",
             "<|endoftext|>"]  # fmt: skip
 
 
-def _tiny_gpt2(tokenizer, vocab_size: int | None = None, positions: int = 64) -> GPT2LMHeadModel:
-    config = GPT2Config(vocab_size=vocab_size or len(tokenizer), n_embd=16, n_layer=1, n_head=2, n_positions=positions,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                        pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return GPT2LMHeadModel(config).eval()
-
-
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    return _tiny_gpt2(tokenizer)
+    return tiny_gpt2(tokenizer)
 
 
 class WriteSuffixStart(LogitsProcessor):
@@ -236,7 +228,7 @@ def test_a_prompt_longer_than_the_model_is_refused_and_cutting_it_fits(tokenizer
 
 
 def test_a_tokenizer_larger_than_the_model_is_refused(tokenizer):
-    small = _tiny_gpt2(tokenizer, vocab_size=512)
+    small = tiny_gpt2(tokenizer, vocab_size=512)
     with pytest.raises(ValueError, match="the tokenizer has 1024 tokens but the model's embeddings have 512"):
         infill(small, tokenizer, "x = ", "\n", max_new_tokens=2)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_lmobj.collators._fim_format import fim_token_ids
 from hf_lmobj.metrics.infilling import (
@@ -23,6 +22,7 @@ from hf_lmobj.metrics.infilling import (
 )
 from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
 from hf_lmobj.plain_text import encode_plain, special_ids
+from tests.testing_utils import tiny_gpt2
 
 SOURCE = """def sentinels():
     a = '<fim_prefix>'
@@ -31,18 +31,9 @@ SOURCE = """def sentinels():
 """
 
 
-def _tiny_gpt2(tokenizer, vocab_size: int | None = None) -> GPT2LMHeadModel:
-    config = GPT2Config(vocab_size=vocab_size or len(tokenizer), n_embd=16, n_layer=1, n_head=2, n_positions=64,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                        pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return GPT2LMHeadModel(config).eval()
-
-
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    return _tiny_gpt2(tokenizer)
+    return tiny_gpt2(tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +117,7 @@ def test_hostile_evaluation_arguments_are_refused_before_generating(tokenizer, m
 
 def test_a_tokenizer_larger_than_the_model_is_refused(tokenizer, cases):
     with pytest.raises(ValueError, match="resize_token_embeddings"):
-        evaluate_infilling(_tiny_gpt2(tokenizer, vocab_size=600), tokenizer, cases, "psm", max_new_tokens=4)
+        evaluate_infilling(tiny_gpt2(tokenizer, vocab_size=600), tokenizer, cases, "psm", max_new_tokens=4)
 
 
 # ----------------------------------------------------------------------------- cases, similarity, lines
