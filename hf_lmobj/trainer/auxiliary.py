@@ -20,7 +20,11 @@ count (times the process count, as DDP averages gradients).
 Evaluation: MTP reports the ordinary next-token ``eval_loss`` / ``eval_perplexity`` (depth 0, what
 the stock model is used for); ELECTRA reports ``eval_loss`` (MLM + rtd_weight * RTD, with draws keyed
 by ``args.seed`` and step -1), ``eval_mlm_loss``, ``eval_rtd_loss``, ``eval_rtd_accuracy`` and
-``eval_masked_accuracy`` (generator argmax at the selected positions), all from token totals.
+``eval_masked_accuracy`` (generator argmax at the selected positions), all from token totals, and
+``eval_num_masked_tokens`` / ``eval_num_rtd_tokens``. Nothing scored is never a perfect score: as
+with ``ObjectiveTrainer``, a term without a single target in the eval set (MTP's next-token loss;
+ELECTRA's MLM when every label is -100, its RTD when every ``attention_mask`` is 0, both when no
+batch carries labels) is ``nan``, with a warning, and so is ``eval_loss``.
 Training logs add each term's mean over the logging interval (``mtp_depth_<k>_loss``,
 ``mlm_loss``, ``rtd_loss``; on several processes, this process's share times the process count).
 
@@ -45,6 +49,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from typing import Any, Literal
 
@@ -56,6 +61,7 @@ from transformers.trainer import TRAINING_ARGS_NAME
 
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.losses.functional import token_nll
+from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
 from hf_lmobj.trainer.electra import ElectraPretrainingModel, electra_loss
 from hf_lmobj.trainer.mtp import MultiTokenPredictionModel
@@ -98,8 +104,10 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         self._term_last_step = 0
         self._electra_eval: torch.Tensor | None = None  # (6,) float64 sums, see prediction_step
 
-    def _auxiliary_model(self) -> AuxiliaryModel | None:
-        model = base_model_of(self.accelerator.unwrap_model(self.model)) if self.auxiliary else None
+    def _auxiliary_model(self, model: nn.Module | None = None) -> AuxiliaryModel | None:
+        """The auxiliary wrapper inside ``model`` (default: the trainer's), or None for a plain model."""
+        model = model if model is not None else self.model
+        model = base_model_of(self.accelerator.unwrap_model(model)) if self.auxiliary else None
         return model if isinstance(model, AuxiliaryModel) else None
 
     # ---- counting -------------------------------------------------------------------------
@@ -124,7 +132,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         num_items_in_batch: torch.Tensor | int | None = None,
     ):
         """The auxiliary objective's loss; MTP in evaluation (or asked for outputs): the next-token loss alone."""
-        auxiliary = self._auxiliary_model()
+        auxiliary = self._auxiliary_model(model)
         mtp = isinstance(auxiliary, MultiTokenPredictionModel)
         if auxiliary is None or (mtp and (return_outputs or self._eval_totals is not None)):
             if isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch.dim() == 1:
@@ -147,7 +155,8 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
                 "multi-token prediction scores every depth through the output head as a plain nn.Linear; "
                 "this model's logits come from elsewhere (LoRA on the head, logit scaling): use a stock head"
             )
-        targets = multi_token_targets(inputs, mtp.mtp_config.num_depths)  # (1 + D, B, T)
+        targets = multi_token_targets(inputs, mtp.mtp_config.num_depths, mtp.vocab_size)  # (1 + D, B, T)
+        counts = _per_term_counts(counts, mtp.mtp_config.num_depths + 1, "one per depth 0..D")
         documents = document_ids(inputs)  # (B, T)
         input_ids = inputs["input_ids"]
 
@@ -168,6 +177,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
 
     def _electra_loss(self, model: nn.Module, electra: ElectraPretrainingModel, inputs, counts):
         """(MLM + rtd_weight * RTD, the ElectraPretrainingOutput), draws keyed by (args.seed, global step, row)."""
+        counts = _per_term_counts(counts, 2, "MLM targets, RTD tokens")
         output = model(**inputs, sampling_seed=self.args.seed, sampling_step=self.state.global_step)
         loss, mlm, rtd = electra_loss(
             output,
@@ -199,10 +209,12 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         if self.auxiliary != "electra" or self._electra_eval is None:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        if inputs.get("labels") is None:  # nothing to score (ObjectiveTrainer's rule): counts nothing
+            return None, None, None
         inputs = self._prepare_inputs(inputs)
         with torch.no_grad(), self.compute_loss_context_manager():
             output = model(**inputs, sampling_seed=self.args.seed, sampling_step=EVAL_SAMPLING_STEP)
-            electra = self._auxiliary_model()
+            electra = self._auxiliary_model(model)
             loss = electra_loss(output, rtd_weight=electra.electra_config.rtd_weight)[0]
         rows = _electra_row_sums(output, inputs["labels"])  # (B, 6)
         self._electra_eval += self.accelerator.gather_for_metrics(rows).sum(dim=0).cpu()
@@ -220,18 +232,26 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
             output = Trainer.evaluation_loop(
                 self, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
             )
-            mlm_nll, mlm_count, mlm_hits, rtd_bce, rtd_count, rtd_hits = self._electra_eval.tolist()
+            totals = self._electra_eval.tolist()  # MLM NLL, count, hits; RTD BCE, count, hits
         finally:
             self._electra_eval = None
-        if mlm_count > 0 and rtd_count > 0:
-            weight = self._auxiliary_model().electra_config.rtd_weight
-            p = metric_key_prefix
-            output.metrics.update({
-                f"{p}_loss": mlm_nll / mlm_count + weight * rtd_bce / rtd_count,
-                f"{p}_mlm_loss": mlm_nll / mlm_count, f"{p}_rtd_loss": rtd_bce / rtd_count,
-                f"{p}_masked_accuracy": mlm_hits / mlm_count, f"{p}_rtd_accuracy": rtd_hits / rtd_count,
-            })  # fmt: skip
+        output.metrics.update(self._electra_metrics(metric_key_prefix, *totals))
         return output
+
+    def _electra_metrics(self, p: str, mlm_nll, mlm_count, mlm_hits, rtd_bce, rtd_count, rtd_hits) -> dict[str, Any]:
+        """Both terms from token totals; a term without a single target is nan with a warning (never 0.0)."""
+        mlm, _ = mean_nll_and_perplexity(mlm_nll, mlm_count, f"the {p} set's masked positions (MLM)")
+        rtd, _ = mean_nll_and_perplexity(rtd_bce, rtd_count, f"the {p} set's real tokens (RTD, attention_mask 1)")
+        weight = self._auxiliary_model().electra_config.rtd_weight
+        return {
+            f"{p}_loss": mlm + weight * rtd,  # nan when either term is
+            f"{p}_mlm_loss": mlm,
+            f"{p}_rtd_loss": rtd,
+            f"{p}_masked_accuracy": mlm_hits / mlm_count if mlm_count > 0 else math.nan,
+            f"{p}_rtd_accuracy": rtd_hits / rtd_count if rtd_count > 0 else math.nan,
+            f"{p}_num_masked_tokens": int(mlm_count),
+            f"{p}_num_rtd_tokens": int(rtd_count),
+        }
 
     # ---- saving and resuming --------------------------------------------------------------
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
@@ -263,6 +283,19 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
             columns = inspect.signature(auxiliary.stock_model.forward).parameters
             self._signature_columns = [*columns, "label", "label_ids", *self.label_names]
         super()._set_signature_columns_if_needed()
+
+
+def _per_term_counts(counts: Any, terms: int, what: str) -> torch.Tensor | None:
+    """``num_items_in_batch`` of an auxiliary objective: None, or ``terms`` counts (``_get_num_items_in_batch``'s)."""
+    if counts is None:
+        return None
+    if not isinstance(counts, torch.Tensor) or counts.dim() != 1 or counts.numel() != terms:
+        shape = tuple(counts.shape) if isinstance(counts, torch.Tensor) else type(counts).__name__
+        raise ValueError(
+            f"num_items_in_batch of this auxiliary objective holds {terms} counts ({what}), got {shape}; pass "
+            "the trainer's _get_num_items_in_batch result or None (each term's local count)"
+        )
+    return counts
 
 
 def _electra_row_sums(output, labels: torch.Tensor) -> torch.Tensor:

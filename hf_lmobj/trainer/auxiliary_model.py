@@ -4,7 +4,7 @@ Both auxiliary objectives train more than the model a user keeps: multi-token pr
 prediction depths to a causal LM, ELECTRA adds a generator to the discriminator. Their wrappers
 (:class:`~hf_lmobj.trainer.mtp.MultiTokenPredictionModel`, :class:`~hf_lmobj.trainer.electra.ElectraPretrainingModel`)
 derive from this class, which shows the stock model's face to ``transformers.Trainer`` and to code
-written for stock models: ``config``, ``device``, the embeddings, ``num_parameters`` (its
+written for stock models: ``config``, ``device``, ``tp_size``, the embeddings, ``num_parameters`` (its
 ``exclude_embeddings`` as transformers counts them for FLOPs). Subclasses give ``stock_model``
 (what ``save_pretrained`` writes as a stock checkpoint), ``count_targets`` (one count per loss term:
 the denominators ``AuxiliaryObjectiveTrainer`` sums over accumulation steps and processes),
@@ -52,6 +52,15 @@ class AuxiliaryModel(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.stock_model.device
+
+    @property
+    def tp_size(self) -> int | None:
+        """The stock model's tensor-parallel degree (``tp_plan``), read by ``Trainer`` to set up TP for the wrapper."""
+        return getattr(self.stock_model, "tp_size", None)
+
+    @property
+    def _tp_size(self) -> int | None:  # transformers' Trainer.get_tp_size reads the private name
+        return getattr(self.stock_model, "_tp_size", None)
 
     def get_input_embeddings(self) -> nn.Module:
         return self.stock_model.get_input_embeddings()

@@ -26,6 +26,15 @@ LayerNorm), and its output head is tied to the shared token embedding. ``save_pr
 writes the discriminator to ``dir`` as a stock ``ElectraForPreTraining`` (fine-tune it with
 ``AutoModelForSequenceClassification.from_pretrained(dir)``) and the generator to ``dir/generator``.
 
+Batches are checked where they enter ``forward``: ``input_ids`` a non-empty (B, T) integer tensor
+of ids in the shared vocabulary, ``labels`` of the same shape (-100 or a token id, never on
+padding), a 2-D ``attention_mask`` of that shape. A batch whose labels are all -100 trains the
+discriminator only (the MLM term adds nothing); evaluation reports a term without a single target
+as nan (``AuxiliaryObjectiveTrainer``). Tensor parallelism is refused (at construction and at
+every forward): the generator's tied head and the shared embedding module would be vocab-sharded
+DTensors that the sampling step and the embedding lookup cannot serve; train ELECTRA with data
+parallelism (DDP) or FSDP2 instead.
+
 Example:
     >>> import torch
     >>> from transformers import ElectraConfig
@@ -51,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -69,11 +79,15 @@ from hf_lmobj.losses.functional import token_losses
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.trainer.objectives import capture_head
+from hf_lmobj.trainer.sharding import mesh_model_parallel_size
+from hf_lmobj.validation import check_id_range, check_labels, check_length, check_number
 
 __all__ = [
     "GENERATOR_FOLDER",
     "ELECTRA_CONFIG_NAME",
     "ElectraPretrainingConfig",
+    "SHARED_FIELDS",
+    "check_not_tensor_parallel",
     "generator_config",
     "rtd_positions",
     "count_electra_targets",
@@ -97,19 +111,18 @@ class ElectraPretrainingConfig:
         >>> ElectraPretrainingConfig(sampling_temperature=0.0)
         Traceback (most recent call last):
         ...
-        ValueError: sampling_temperature must be > 0 (1.0 samples from the generator's softmax), got 0.0
+        ValueError: sampling_temperature must be a finite number in (0, inf), got 0.0; 1.0 samples from the generator's softmax
     """
 
     rtd_weight: float = 50.0  # lambda: loss = MLM + lambda * RTD (the paper's 50)
     sampling_temperature: float = 1.0  # replacements ~ softmax(logits / temperature)
 
     def __post_init__(self) -> None:
-        if not self.rtd_weight >= 0.0:
-            raise ValueError(f"rtd_weight must be >= 0 (the paper uses 50), got {self.rtd_weight}")
-        if not self.sampling_temperature > 0.0:
-            raise ValueError(
-                f"sampling_temperature must be > 0 (1.0 samples from the generator's softmax), got {self.sampling_temperature}"
-            )
+        self.rtd_weight = check_number(self.rtd_weight, "rtd_weight", 0.0, hint="the paper uses 50")
+        self.sampling_temperature = check_number(
+            self.sampling_temperature, "sampling_temperature", 0.0, low_open=True,
+            hint="1.0 samples from the generator's softmax",
+        )  # fmt: skip
 
 
 def generator_config(discriminator: ElectraConfig, fraction: float = 0.25) -> ElectraConfig:
@@ -121,8 +134,9 @@ def generator_config(discriminator: ElectraConfig, fraction: float = 0.25) -> El
         >>> g.hidden_size, g.num_attention_heads, g.intermediate_size, g.embedding_size
         (64, 1, 256, 128)
     """
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"generator_fraction must be in (0, 1] (the paper: 1/4 to 1/3), got {fraction}")
+    if not isinstance(discriminator, ElectraConfig):
+        raise TypeError(f"discriminator must be an ElectraConfig, got {type(discriminator).__name__}")
+    fraction = check_number(fraction, "generator_fraction", 0.0, 1.0, low_open=True, hint="the paper: 1/4 to 1/3")
     hidden = max(1, round(discriminator.hidden_size * fraction))
     heads = max(1, round(discriminator.num_attention_heads * fraction))
     while hidden % heads:
@@ -145,14 +159,16 @@ def rtd_positions(batch: Mapping[str, Any]) -> torch.Tensor:
         >>> rtd_positions({"input_ids": torch.zeros(1, 3), "attention_mask": torch.tensor([[1, 1, 0]])}).tolist()
         [[True, True, False]]
     """
-    mask = batch.get("attention_mask")
+    mask, ids = batch.get("attention_mask"), batch["input_ids"]
     if mask is None:
-        return torch.ones(batch["input_ids"].shape, dtype=torch.bool, device=batch["input_ids"].device)
-    if mask.dim() != 2:
+        return torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2:
         raise ValueError(
             "ELECTRA needs a 2D attention_mask (padding mode) to know the real tokens; "
             "use DataCollatorForMaskedLM without packing"
         )
+    if tuple(mask.shape) != tuple(ids.shape):
+        raise ValueError(f"attention_mask shape {tuple(mask.shape)} must equal input_ids' shape {tuple(ids.shape)}")
     return mask != 0
 
 
@@ -177,6 +193,7 @@ def sample_replacements(
         >>> sample_replacements(z, torch.tensor([0, 0]), [b"row"], seed=0, step=0).tolist()
         [1, 0]
     """
+    temperature = check_number(temperature, "sampling_temperature", 0.0, low_open=True)
     samples = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)  # (M,)
     scaled = logits.detach().float() / temperature  # (M, V)
     for row in rows.unique().tolist():
@@ -224,6 +241,7 @@ def electra_loss(
         >>> [round(x.item(), 4) for x in electra_loss(out, rtd_weight=1.0)]  # ln 4 + ln 2, ln 4, ln 2
         [2.0794, 1.3863, 0.6931]
     """
+    rtd_weight = check_number(rtd_weight, "rtd_weight", 0.0, hint="the paper uses 50")
     mlm_sum = token_losses(output.generator_logits, output.mlm_targets, options).sum()
     bce = F.binary_cross_entropy_with_logits(
         output.discriminator_logits.float(), output.replaced.float(), reduction="none"
@@ -237,6 +255,33 @@ def electra_loss(
 def _count(value: int | torch.Tensor | None, local: int | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     count = local if value is None else value
     return torch.as_tensor(count, device=like.device).to(like.dtype).clamp_min(1.0)
+
+
+#: Config fields the generator and the discriminator must share to share one embedding module.
+SHARED_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "position_embedding_type",
+)
+
+
+def check_not_tensor_parallel(*models: nn.Module) -> None:
+    """Refuse models sharded by tensor parallelism (``tp_plan`` / ``parallelize_module``): ELECTRA cannot serve them.
+
+    FSDP2 and DDP are fine. Example:
+        >>> check_not_tensor_parallel(nn.Linear(2, 2))  # no DTensor parameters
+    """
+    for model in models:
+        degree = max(getattr(model, "tp_size", None) or 1, mesh_model_parallel_size(model))
+        if degree > 1:
+            raise ValueError(
+                f"ELECTRA pre-training does not support tensor parallelism ({type(model).__name__} is sharded over "
+                f"{degree} tensor-parallel ranks): the generator's head is tied to the shared word embedding, and "
+                "sampling replacements needs whole rows of its logits; load both models without tp_plan / "
+                "parallelize_module and train with data parallelism (DDP) or FSDP2"
+            )
 
 
 class ElectraPretrainingModel(AuxiliaryModel):
@@ -259,13 +304,25 @@ class ElectraPretrainingModel(AuxiliaryModel):
     ) -> None:
         super().__init__()
         if not isinstance(generator, ElectraForMaskedLM) or not isinstance(discriminator, ElectraForPreTraining):
-            raise TypeError("generator must be an ElectraForMaskedLM and discriminator an ElectraForPreTraining")
-        for field in ("vocab_size", "embedding_size", "max_position_embeddings", "type_vocab_size"):
-            if getattr(generator.config, field) != getattr(discriminator.config, field):
+            raise TypeError(
+                "generator must be an ElectraForMaskedLM and discriminator an ElectraForPreTraining, got "
+                f"{type(generator).__name__} and {type(discriminator).__name__}"
+            )
+        if config is not None and not isinstance(config, ElectraPretrainingConfig):
+            raise TypeError(f"config must be an ElectraPretrainingConfig or None, got {type(config).__name__}")
+        for field in SHARED_FIELDS:
+            if getattr(generator.config, field, None) != getattr(discriminator.config, field, None):
                 raise ValueError(
                     f"generator and discriminator must agree on {field} to share embeddings: "
-                    f"{getattr(generator.config, field)} != {getattr(discriminator.config, field)}"
+                    f"{getattr(generator.config, field, None)} != {getattr(discriminator.config, field, None)}"
                 )
+        tables = (generator.get_output_embeddings().weight.shape, discriminator.get_input_embeddings().weight.shape)
+        if tuple(tables[0]) != tuple(tables[1]):
+            raise ValueError(
+                f"the generator's output head {tuple(tables[0])} must match the discriminator's word embedding "
+                f"{tuple(tables[1])} (vocab x embedding_size) to be tied to it; resize both to one tokenizer"
+            )
+        check_not_tensor_parallel(generator, discriminator)
         self.generator = generator
         self.discriminator = discriminator
         self.electra_config = config or ElectraPretrainingConfig()
@@ -282,11 +339,13 @@ class ElectraPretrainingModel(AuxiliaryModel):
         attn_implementation: str | None = None,
     ) -> ElectraPretrainingModel:
         """Both models built from the discriminator's config (initial weights from ``seed``; global RNG restored)."""
+        seed = check_length(seed, "seed", 0, why="the seed of both models' initial weights")
+        generator = generator_config(discriminator, generator_fraction)
         kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             disc = AutoModelForPreTraining.from_config(discriminator, **kwargs)
-            gen = AutoModelForMaskedLM.from_config(generator_config(discriminator, generator_fraction), **kwargs)
+            gen = AutoModelForMaskedLM.from_config(generator, **kwargs)
         return cls(gen, disc, config)
 
     def tie_embeddings(self) -> None:
@@ -321,7 +380,7 @@ class ElectraPretrainingModel(AuxiliaryModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        labels: torch.Tensor,
+        labels: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         *,
@@ -329,7 +388,10 @@ class ElectraPretrainingModel(AuxiliaryModel):
         sampling_step: int = 0,
     ) -> ElectraPretrainingOutput:
         """Generator on ``input_ids`` (B, T), samples at ``labels != -100``, discriminator on the result."""
-        rtd_mask = rtd_positions({"input_ids": input_ids, "attention_mask": attention_mask})  # (B, T)
+        check_not_tensor_parallel(self.generator, self.discriminator)
+        labels, rtd_mask = self._checked_batch(input_ids, labels, attention_mask)  # (B, T) each
+        sampling_seed = check_length(sampling_seed, "sampling_seed", 0, why="the seed of the replacement draws")
+        sampling_step = check_length(sampling_step, "sampling_step", -1, why="the training step; -1 in evaluation")
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         head = self.generator.get_output_embeddings()
         with capture_head(head, lambda hidden: hidden) as got:  # the head's input, no (B, T, V) logits
@@ -361,6 +423,28 @@ class ElectraPretrainingModel(AuxiliaryModel):
             discriminator_logits=discriminator_logits,
             rtd_mask=rtd_mask,
         )
+
+    def _checked_batch(self, input_ids, labels, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """(labels, rtd_mask) once the batch is known to fit the pair (see the module docstring)."""
+        if labels is None:
+            raise ValueError("an ELECTRA batch needs 'labels' (the original tokens at the selected positions, "
+                             "-100 elsewhere: DataCollatorForMaskedLM's)")  # fmt: skip
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dtype == torch.bool or input_ids.is_floating_point():
+            kind = input_ids.dtype if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+            raise TypeError(f"input_ids must be an integer tensor of token ids (B, T), got {kind}")
+        if input_ids.dim() != 2 or input_ids.numel() == 0:
+            raise ValueError(f"input_ids must be a (B, T) tensor with at least one token, got {tuple(input_ids.shape)}")
+        vocab = self.generator.get_output_embeddings().weight.shape[0]
+        check_id_range(np.array([int(input_ids.min()), int(input_ids.max())]), vocab)
+        labels = check_labels(labels, "labels", vocab, shape=input_ids.shape, shape_of="input_ids' shape")
+        rtd_mask = rtd_positions({"input_ids": input_ids, "attention_mask": attention_mask})  # (B, T)
+        padded = (labels != IGNORE_INDEX) & ~rtd_mask
+        if bool(padded.any()):
+            raise ValueError(
+                f"labels select {int(padded.sum())} padding position(s) (attention_mask 0): the generator cannot "
+                "predict them; set labels to -100 wherever attention_mask is 0"
+            )
+        return labels, rtd_mask
 
     # ---- saving -------------------------------------------------------------------------------
     def save_pretrained(

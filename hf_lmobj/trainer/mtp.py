@@ -13,11 +13,23 @@ Each depth then applies its own RMSNorm before the shared head. ``Block`` is one
 transformer block (causal self-attention with rotary positions, SwiGLU MLP) whose attention never
 crosses a document boundary of a packed row.
 
-Targets (:func:`hf_lmobj.trainer.mtp_targets.multi_token_targets`) come from the batch's next-token targets (``shift_labels``,
-else ``labels`` shifted, as :func:`hf_lmobj.trainer.objectives.objective_targets` reads them) shifted
-``k`` further, and are -100 wherever the target lies past the row end or in another document than
-the predicting position, or was -100 itself. Documents are read from ``position_ids`` (packed rows
-restart at 0), else from ``attention_mask`` (padding), else each row is one document.
+Targets (:func:`hf_lmobj.trainer.mtp_targets.multi_token_targets`): depth 0 is the batch's
+next-token targets as given (``shift_labels``, else ``labels`` shifted, as
+:func:`hf_lmobj.trainer.objectives.objective_targets` reads them: the stock objective); depth ``k``
+is them shifted ``k`` further, -100 wherever the target token lies past the row end, in another
+document than the predicting position (whether or not the labels mask document starts), on
+padding, or was -100 itself. Documents are read from ``position_ids`` (packed rows restart at 0),
+else ``cu_seq_lens_q``, else ``attention_mask`` (padding), else each row is one document. A row too
+short for a depth (``num_depths`` >= its length) gives that depth no target: it adds nothing to the
+loss, and its count is 0.
+
+The model must be a decoder-only causal LM (a class of transformers' causal-LM auto mapping, or
+named ``*ForCausalLM``): encoders (``BertForMaskedLM``), encoder-decoders (T5) and encoder classes
+run as decoders without ``is_decoder=True`` (``BertLMHeadModel``, which then attends both ways)
+are refused. Tensor parallelism: a head sharded on the vocabulary (``tp_plan="auto"``, torch's
+``ColwiseParallel``) is scored by the vocab-parallel loss at every depth; the MTP modules are
+replicated, each TP rank computing them whole (proven equal to one process in
+``tests/trainer/test_auxiliary_tensor_parallel.py``).
 
 Training loss (``AuxiliaryObjectiveTrainer``): ``L_0 + loss_weight / D * sum_k L_k``, each ``L_k`` a
 token sum over depth ``k``'s targets divided by their global count. Saving keeps the stock model
@@ -51,6 +63,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+)
 
 from hf_lmobj.collators._layout import block_attention_mask
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel, split_state_dict
@@ -58,6 +74,8 @@ from hf_lmobj.trainer.mtp_targets import (
     count_multi_token_targets,
     document_positions,
 )
+from hf_lmobj.trainer.sharding import _dtensor_type
+from hf_lmobj.validation import check_length, check_number
 
 __all__ = [
     "MTPArchitecture",
@@ -66,6 +84,7 @@ __all__ = [
     "MTP_CONFIG_NAME",
     "MTP_WEIGHTS_NAME",
     "MTPConfig",
+    "check_causal_lm",
     "CausalBlock",
     "MTPModule",
     "MultiTokenPredictionModel",
@@ -91,7 +110,7 @@ class MTPConfig:
         >>> MTPConfig(num_depths=0)
         Traceback (most recent call last):
         ...
-        ValueError: num_depths must be a positive int (extra tokens predicted per position), got 0
+        ValueError: num_depths must be an int >= 1 (extra tokens predicted per position), got 0
     """
 
     num_depths: int = 1  # D: depth k predicts token t + k + 1
@@ -106,18 +125,13 @@ class MTPConfig:
     initializer_range: float | None = None  # std of the normal init of linear weights
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_depths, int) or isinstance(self.num_depths, bool) or self.num_depths < 1:
-            raise ValueError(
-                f"num_depths must be a positive int (extra tokens predicted per position), got {self.num_depths!r}"
-            )
-        if self.architecture not in MTP_ARCHITECTURES:
+        self.num_depths = check_length(self.num_depths, "num_depths", 1, why="extra tokens predicted per position")
+        if not isinstance(self.architecture, str) or self.architecture not in MTP_ARCHITECTURES:
             raise ValueError(f"architecture must be one of {MTP_ARCHITECTURES}, got {self.architecture!r}")
-        if not self.loss_weight >= 0.0:
-            raise ValueError(f"loss_weight must be >= 0 (DeepSeek-V3 uses 0.3), got {self.loss_weight}")
+        self.loss_weight = check_number(self.loss_weight, "loss_weight", 0.0, hint="DeepSeek-V3 uses 0.3")
         for name in ("hidden_size", "embedding_size", "num_attention_heads", "intermediate_size"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int or None (follow the model), got {value!r}")
+            why = "None follows the model"
+            setattr(self, name, check_length(getattr(self, name), name, 1, why=why, optional=True))
         if self.hidden_size is not None and self.num_attention_heads is not None:
             head_dim, rest = divmod(self.hidden_size, self.num_attention_heads)
             if rest or head_dim % 2:
@@ -125,8 +139,16 @@ class MTPConfig:
                     f"hidden_size {self.hidden_size} must split into num_attention_heads {self.num_attention_heads} "
                     "heads of an even width (rotary positions rotate pairs); set num_attention_heads"
                 )
-        if not self.rms_norm_eps > 0.0 or not self.rope_theta > 0.0:
-            raise ValueError("rms_norm_eps and rope_theta must be positive")
+        self.rms_norm_eps = check_number(self.rms_norm_eps, "rms_norm_eps", 0.0, low_open=True)
+        self.rope_theta = check_number(self.rope_theta, "rope_theta", 0.0, low_open=True)
+        self.initializer_range = check_number(
+            self.initializer_range,
+            "initializer_range",
+            0.0,
+            low_open=True,
+            optional=True,
+            hint="None follows the model",
+        )
 
     def resolve(self, model: PreTrainedModel) -> MTPConfig:
         """A copy with every size taken from ``model`` where left to None."""
@@ -236,6 +258,82 @@ def _initialize(modules: nn.Module, std: float, seed: int) -> None:
                 module.weight.fill_(1.0)
 
 
+#: Model types whose causal-LM class is an encoder run as a decoder: causal only with this config flag set.
+DECODER_FLAGS = {"xlm": "causal"}  # every other type in both the causal-LM and masked-LM mappings: is_decoder
+
+
+def check_causal_lm(model: Any) -> None:
+    """Refuse anything but a stock decoder-only causal LM with an output head (see the module docstring).
+
+    Judged by the class (transformers' causal-LM auto mapping, or a ``*ForCausalLM`` name, through
+    subclasses), never by ``config.is_decoder`` alone, which decoder-only configs such as Llama leave unset.
+
+    Example:
+        >>> from transformers import BertConfig, BertForMaskedLM
+        >>> check_causal_lm(BertForMaskedLM(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        ...     intermediate_size=8, vocab_size=16)))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: multi-token prediction needs a decoder-only causal LM (AutoModelForCausalLM), got BertForMaskedLM...
+    """
+    name = type(model).__name__
+    if not isinstance(model, PreTrainedModel):
+        raise TypeError(f"model must be a stock causal LM (a transformers PreTrainedModel), got {name}")
+    config = model.config
+    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    lineage = [cls.__name__ for cls in type(model).__mro__]
+    if getattr(config, "is_encoder_decoder", False) or not any(
+        n in causal_names or n.endswith("ForCausalLM") for n in lineage
+    ):
+        kind = "an encoder-decoder" if getattr(config, "is_encoder_decoder", False) else "not a causal-LM class"
+        raise TypeError(
+            f"multi-token prediction needs a decoder-only causal LM (AutoModelForCausalLM), got {name} ({kind}); "
+            "load the model with AutoModelForCausalLM"
+        )
+    model_type = getattr(config, "model_type", None)
+    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        flag = DECODER_FLAGS.get(model_type, "is_decoder")
+        if not getattr(config, flag, False):
+            raise ValueError(
+                f"{name} is an encoder class that attends to later tokens unless its config sets {flag}=True; "
+                f"set {flag}=True in the config (a causal LM must not see the tokens it predicts)"
+            )
+    if model.get_output_embeddings() is None:
+        raise TypeError(f"model must be a causal LM with an output head (get_output_embeddings()), got {name}")
+
+
+def _check_fits(config: MTPConfig, model: PreTrainedModel) -> None:
+    """The resolved sizes fit the model: h_0 feeds the modules, the head scores them, rows hold D + 2 tokens."""
+    weight = getattr(model.get_output_embeddings(), "weight", None)
+    width = weight.shape[1] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else config.hidden_size
+    if config.hidden_size != width:
+        raise ValueError(
+            f"hidden_size {config.hidden_size} must equal the output head's input width {width} (the MTP modules "
+            "read the head's input and feed the head); leave hidden_size None"
+        )
+    embedding = model.get_input_embeddings()
+    table = getattr(embedding, "embedding_dim", None)
+    if config.architecture == "sequential" and table is not None and config.embedding_size != table:
+        raise ValueError(
+            f"embedding_size {config.embedding_size} must equal the model's input embedding width {table}; "
+            "leave embedding_size None"
+        )
+    text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    positions = getattr(text, "max_position_embeddings", None)
+    if isinstance(positions, int) and config.num_depths > positions - 2:
+        raise ValueError(
+            f"num_depths {config.num_depths} leaves no target for the deepest depths: depth k needs rows of k + 2 "
+            f"tokens and the model takes at most max_position_embeddings={positions}; use num_depths <= "
+            f"{positions - 2}"
+        )
+
+
+def _whole(x: torch.Tensor) -> torch.Tensor:
+    """A DTensor (a head input replicated by torch's ColwiseParallel) as the full local tensor; else ``x``."""
+    dtensor = _dtensor_type()
+    return x.full_tensor() if dtensor is not None and isinstance(x, dtensor) else x
+
+
 class MultiTokenPredictionModel(AuxiliaryModel):
     """A stock causal LM (``base``) plus ``config.num_depths`` MTP modules (``mtp``).
 
@@ -253,10 +351,13 @@ class MultiTokenPredictionModel(AuxiliaryModel):
 
     def __init__(self, model: PreTrainedModel, config: MTPConfig | None = None, *, seed: int = 0) -> None:
         super().__init__()
-        if not isinstance(model, PreTrainedModel) or model.get_output_embeddings() is None:
-            raise TypeError(f"model must be a stock causal LM with an output head, got {type(model).__name__}")
+        check_causal_lm(model)
+        if config is not None and not isinstance(config, MTPConfig):
+            raise TypeError(f"config must be an MTPConfig or None, got {type(config).__name__}")
+        seed = check_length(seed, "seed", 0, why="the seed of the MTP modules' initial weights")
         self.base = model
         self.mtp_config = (config or MTPConfig()).resolve(model)
+        _check_fits(self.mtp_config, model)
         self.mtp = nn.ModuleList(MTPModule(self.mtp_config) for _ in range(self.mtp_config.num_depths))
         _initialize(self.mtp, self.mtp_config.initializer_range, seed)
         self.mtp.to(device=model.device, dtype=model.dtype)
@@ -283,12 +384,16 @@ class MultiTokenPredictionModel(AuxiliaryModel):
         ``input_ids`` (B, T) give the next-token embeddings of the sequential modules; ``documents``
         (B, T) (:func:`document_ids`) keep attention and rotary positions within each document.
         """
+        hidden = _whole(hidden)  # (B, T, H) on every TP rank: the MTP modules are replicated
         positions = document_positions(documents)  # (B, T)
         sequential = self.mtp_config.architecture == "sequential"
-        embeddings = self.base.get_input_embeddings()(input_ids) if sequential else None  # (B, T, E)
+        embeddings = _whole(self.base.get_input_embeddings()(input_ids)) if sequential else None  # (B, T, E)
+        length = input_ids.shape[1]
         outputs, previous = [], hidden
         for depth, module in enumerate(self.mtp, start=1):
-            following = F.pad(embeddings[:, depth:], (0, 0, 0, depth)) if sequential else None  # (B, T, E): x_{t+k}
+            following = None  # x_{t+k}, zeros past the row end (a depth longer than the row has no target)
+            if sequential:
+                following = F.pad(embeddings[:, depth:], (0, 0, 0, min(depth, length)))  # (B, T, E)
             h, normed = module(previous if sequential else hidden, following, positions, documents)
             outputs.append(normed)
             previous = h
@@ -308,9 +413,15 @@ class MultiTokenPredictionModel(AuxiliaryModel):
             raise ValueError(f"expected {self.mtp_config.num_depths + 1} losses (depth 0..D), got {len(losses)}")
         return losses[0] + (self.mtp_config.loss_weight / self.mtp_config.num_depths) * torch.stack(losses[1:]).sum()
 
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the output head (the whole vocabulary, also when the head is a TP shard)."""
+        weight = getattr(self.base.get_output_embeddings(), "weight", None)
+        return int(weight.shape[0]) if isinstance(weight, torch.Tensor) else int(self.base.config.vocab_size)
+
     def count_targets(self, batch: Mapping[str, Any]) -> torch.Tensor:
-        """(1 + D,) targets of each depth in ``batch`` (see :func:`count_multi_token_targets`)."""
-        return count_multi_token_targets(batch, self.mtp_config.num_depths)
+        """(1 + D,) targets of each depth in ``batch`` (see :func:`count_multi_token_targets`); the batch is checked."""
+        return count_multi_token_targets(batch, self.mtp_config.num_depths, self.vocab_size)
 
     # ---- saving -------------------------------------------------------------------------------
     def save_pretrained(

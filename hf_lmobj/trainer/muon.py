@@ -44,7 +44,9 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["MuonAdamW", "MuonAdamWFactory", "muon_param_groups", "orthogonalize"]
+from hf_lmobj.validation import check_flag, check_length, check_number
+
+__all__ = ["MuonAdamW", "MuonAdamWFactory", "check_hyperparameters", "muon_param_groups", "orthogonalize"]
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # Jordan's quintic: fast growth of small singular values
 RMS_MATCH = 0.2  # Moonlight: Muon's update RMS set to AdamW's typical 0.2-0.4
@@ -77,7 +79,11 @@ def muon_param_groups(model: nn.Module, weight_decay: float = 0.0) -> list[dict[
 
     Parameters without ``requires_grad`` (frozen, e.g. under PEFT) are left out. A model with no 2-D
     weight outside its embeddings (flattened by FSDP1 / ZeRO) is refused: Muon would train nothing.
+    ``weight_decay`` is checked as ``MuonAdamW`` checks it (finite, >= 0).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch nn.Module, got {type(model).__name__}")
+    weight_decay = check_number(weight_decay, "weight_decay", 0.0, hint=DECAY_HINT)
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}  # every table (wrappers too)
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None:
@@ -116,6 +122,17 @@ class MuonAdamW(torch.optim.Optimizer):
         momentum: Muon's momentum; ``nesterov`` uses the Nesterov form (the default, as Jordan's).
         ns_steps: Newton-Schulz iterations per Muon update.
         betas, eps: AdamW's moments and denominator guard.
+
+    Every hyper-parameter is checked where it enters, here and in ``add_param_group`` (a group's own
+    values, and that a ``use_muon`` group holds 2-D matrices only), refusing what ``torch.optim.AdamW``
+    refuses and more: ``lr``, ``weight_decay``, ``eps`` finite and >= 0; ``momentum`` and each beta
+    in ``[0, 1)``; ``ns_steps`` an int >= 1; ``nesterov`` / ``use_muon`` True or False.
+
+    Example:
+        >>> MuonAdamW([torch.nn.Parameter(torch.zeros(2, 2))], weight_decay=-0.1)
+        Traceback (most recent call last):
+        ...
+        ValueError: weight_decay must be a finite number in [0, inf), got -0.1; decoupled decay p -= lr * weight_decay * p (0.1 is usual)
     """
 
     def __init__(
@@ -129,18 +146,29 @@ class MuonAdamW(torch.optim.Optimizer):
         betas: tuple[float, float] = (0.9, 0.95),
         eps: float = 1e-8,
     ) -> None:
-        if not lr >= 0:
-            raise ValueError(f"lr must be >= 0, got {lr}")
-        if not 0 <= momentum < 1 or not all(0 <= beta < 1 for beta in betas):
-            raise ValueError(f"momentum and betas must lie in [0, 1), got momentum={momentum}, betas={betas}")
-        if ns_steps < 1:
-            raise ValueError(f"ns_steps must be >= 1, got {ns_steps}")
         defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps,
                         betas=betas, eps=eps, use_muon=False)  # fmt: skip
-        super().__init__(params, defaults)
-        for index, group in enumerate(self.param_groups):
-            if group["use_muon"]:
-                _check_muon_group(index, group["params"])
+        super().__init__(params, check_hyperparameters(defaults))  # each group: add_param_group
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """``Optimizer.add_param_group`` after the checks of the class docstring (errors name the group)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"a param group must be a dict with 'params', got {type(param_group).__name__}")
+        if "params" not in param_group:
+            raise ValueError("a param group must have a 'params' entry (the parameters it updates)")
+        group, index = dict(param_group), len(self.param_groups)
+        params = group["params"]
+        if isinstance(params, set):
+            raise TypeError("a param group's params must be an ordered sequence (a list), not a set")
+        group["params"] = [params] if isinstance(params, torch.Tensor) else list(params)
+        unknown = sorted(set(group) - set(self.defaults) - GROUP_EXTRAS)  # a typo ("use_moun") would be ignored
+        if unknown:
+            raise ValueError(f"param group {index} has unknown setting(s) {unknown}; known: {sorted(self.defaults)}")
+        checked = check_hyperparameters({**self.defaults, **group}, f"param group {index}: ")
+        group.update({key: checked[key] for key in group if key in checked})
+        if checked["use_muon"]:
+            _check_muon_group(index, group["params"])
+        super().add_param_group(group)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
@@ -223,13 +251,53 @@ class MuonAdamWFactory:
         return MuonAdamW(muon_param_groups(model, weight_decay), lr=lr, weight_decay=weight_decay, **kwargs)
 
 
-def _check_muon_group(index: int, params: list[torch.Tensor]) -> None:
+GROUP_EXTRAS = frozenset({"params", "param_names", "initial_lr", "name"})  # torch's and the schedulers' own keys
+DECAY_HINT = "decoupled decay p -= lr * weight_decay * p (0.1 is usual)"
+
+
+def check_hyperparameters(settings: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """``settings`` with every MuonAdamW hyper-parameter checked and normalised (see ``MuonAdamW``).
+
+    Example:
+        >>> check_hyperparameters({"lr": 1e-3, "betas": (0.9, 1.0)})
+        Traceback (most recent call last):
+        ...
+        ValueError: betas[1] must be a finite number in [0, 1), got 1.0; AdamW's moment decays, e.g. (0.9, 0.95)
+    """
+    out = dict(settings)
+    for key, hint in (("lr", "the learning rate of both rules"), ("weight_decay", DECAY_HINT),
+                      ("eps", "AdamW's denominator guard, e.g. 1e-8")):  # fmt: skip
+        if key in out:
+            out[key] = check_number(out[key], f"{where}{key}", 0.0, hint=hint)
+    if "momentum" in out:
+        out["momentum"] = check_number(
+            out["momentum"], f"{where}momentum", 0.0, 1.0, high_open=True, hint="Muon's momentum, e.g. 0.95"
+        )
+    if "betas" in out:
+        out["betas"] = _check_betas(out["betas"], f"{where}betas")
+    if "ns_steps" in out:
+        out["ns_steps"] = check_length(out["ns_steps"], f"{where}ns_steps", 1, why="Newton-Schulz iterations")
+    for key in ("nesterov", "use_muon"):
+        if key in out:
+            out[key] = check_flag(out[key], f"{where}{key}")
+    return out
+
+
+def _check_betas(betas: Any, field: str) -> tuple[float, float]:
+    if isinstance(betas, (str, bytes)) or not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"{field} must be a pair (beta1, beta2), e.g. (0.9, 0.95), got {betas!r}")
+    hint = "AdamW's moment decays, e.g. (0.9, 0.95)"
+    return tuple(check_number(b, f"{field}[{i}]", 0.0, 1.0, high_open=True, hint=hint) for i, b in enumerate(betas))
+
+
+def _check_muon_group(index: int, params: list[Any]) -> None:
     """Muon groups hold whole 2-D matrices only."""
-    flat = [p for p in params if p.ndim != 2]
+    params = [p[1] if isinstance(p, tuple) else p for p in params]  # named parameters: (name, tensor)
+    flat = [p for p in params if not isinstance(p, torch.Tensor) or p.ndim != 2]
     if flat:
         raise ValueError(
             f"param group {index} has use_muon=True but holds {len(flat)} parameter(s) that are not 2-D "
-            f"(shape {tuple(flat[0].shape)}): Muon orthogonalizes matrices; put them in an AdamW group"
+            f"(shape {tuple(getattr(flat[0], 'shape', ()))}): Muon orthogonalizes matrices; put them in an AdamW group"
         )
 
 

@@ -163,8 +163,8 @@ def test_state_dict_round_trip_continues_identically():
     ("kwargs", "match"),
     [
         ({"lr": -1.0}, "lr must be"),
-        ({"momentum": 1.0}, "momentum and betas"),
-        ({"betas": (0.9, 1.5)}, "momentum and betas"),
+        ({"momentum": 1.0}, "momentum must be"),
+        ({"betas": (0.9, 1.5)}, r"betas\[1\] must be"),
         ({"ns_steps": 0}, "ns_steps"),
     ],
 )
