@@ -1,0 +1,468 @@
+"""A LightEval custom task, metrics and model backend: bits per byte of a causal LM on local text.
+
+LightEval (``pip install lighteval``, 0.13.0 checked) scores a model on this package's definitions:
+``bits_per_byte = sum nll / ln 2 / sum UTF-8 bytes``, ``byte_perplexity = exp(sum nll / sum bytes)``
+and ``word_perplexity = exp(sum nll / sum words)`` (lm-eval's words, :func:`~hf_lmobj.metrics.scoring.count_words`),
+with the NLL (nats) of each whole document summed over lm-evaluation-harness's disjoint rolling windows
+(:func:`hf_lmobj.metrics.scoring.score_texts` with ``windows="lm_eval"``). This file is three things at once:
+
+- a custom tasks file (``--custom-tasks``): its ``TASKS_TABLE`` holds the task :data:`TASK_NAME` over the
+  folder named by the environment variable :data:`DATA_ENV`, or is empty while that is unset;
+- the metrics: ``bits_per_byte``, ``byte_perplexity`` and ``word_perplexity``, aggregated by the package's
+  own ``*_from_sums`` functions (:func:`corpus_figure`), so the figures are the package's to the last bit;
+- a model definition file (``lighteval custom <model> <this file>``): :class:`HfLmobjRollingModel`, which
+  scores each document with ``score_texts``. LightEval 0.13.0's own transformers backend cannot score
+  perplexity tasks (``Doc(choices=None)`` crashes its ``loglikelihood_rolling``; past that its rolling
+  branch reads ``logits[i]`` against token ``i`` and its sample cache drops every PERPLEXITY result;
+  lighteval PR #1252, unreleased), so this backend is the working path, not an alternative.
+
+The data: a folder holding ``<split>.jsonl`` (``split`` in :data:`SPLITS`), one JSON object per line with a
+non-empty ``"text"``: a document, scored whole (never truncated). :func:`write_text_dataset` writes one.
+LightEval reads it with ``datasets.load_dataset(<folder>)``, nothing is downloaded::
+
+    export HF_LMOBJ_LIGHTEVAL_DATA=/path/to/folder       # HF_LMOBJ_LIGHTEVAL_SPLIT=test by default
+    TASKS=$(python -c "import hf_lmobj.metrics.lighteval_tasks as m; print(m.__file__)")
+    lighteval custom "<model path or Hub id>,max_length=1024,batch_size=8" "$TASKS" "hf_lmobj_text|0" \\
+        --custom-tasks "$TASKS" --output-dir results
+
+The model argument is :func:`parse_model_spec`'s: the model, then optional ``max_length`` (tokens per
+window, default the model's context size), ``batch_size`` (windows per forward pass, default 8) and
+``device`` (default CUDA when available). LightEval 0.13.0 imports all its built-in task files first, and
+one of them (``tasks/tiny_benchmarks.py``) downloads a file from GitHub at import: offline it fails before
+reaching this task; ``benchmarks/lighteval_parity.py`` shows the in-process way round that.
+
+Without lighteval installed this module still imports (``TASKS_TABLE == []``, no model class); its pure
+pieces need only the package.
+
+Example:
+    >>> sums = [text_sums("a b", [-math.log(2), -math.log(4)]), text_sums("é", [-math.log(8)])]
+    >>> sums[1]  # "é" is 2 UTF-8 bytes, 1 word
+    TextSums(nll=2.0794415416798357, num_bytes=2, num_words=1)
+    >>> [round(corpus_figure(name, sums), 6) for name in FIGURES]  # 6 bits over 5 bytes, 3 words
+    [1.2, 2.297397, 4.0]
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from hf_lmobj.metrics.scoring import (
+    bits_per_byte_from_sums,
+    byte_perplexity_from_sums,
+    count_words,
+    default_max_length,
+    load_model_and_tokenizer,
+    score_texts,
+    word_perplexity_from_sums,
+)
+from hf_lmobj.validation import check_length
+
+__all__ = [
+    "DATA_ENV",
+    "FIGURES",
+    "SPLITS",
+    "SPLIT_ENV",
+    "TASKS_TABLE",
+    "TASK_NAME",
+    "ModelSpec",
+    "TextSums",
+    "build_tasks_table",
+    "check_text_dataset",
+    "corpus_figure",
+    "doc_fields",
+    "lighteval_available",
+    "parse_model_spec",
+    "scored_text",
+    "tasks_table_from_env",
+    "text_sums",
+    "write_text_dataset",
+]
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "hf_lmobj_text"
+DATA_ENV = "HF_LMOBJ_LIGHTEVAL_DATA"  # the data folder of TASKS_TABLE's task
+SPLIT_ENV = "HF_LMOBJ_LIGHTEVAL_SPLIT"  # its split (default "test")
+SPLITS = ("test", "validation", "train")  # the split names datasets gives a local folder's files
+FIGURES = ("bits_per_byte", "byte_perplexity", "word_perplexity")
+_FROM_SUMS = {"bits_per_byte": bits_per_byte_from_sums, "byte_perplexity": byte_perplexity_from_sums}
+_SPEC_KEYS = ("max_length", "batch_size", "device")
+_INSTALL = "pip install lighteval (0.13.0 checked)"
+
+
+def _check_choice(value: Any, field: str, choices: Sequence[str]) -> str:
+    """One of ``choices`` (strings), else a ``ValueError`` naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{field} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def _check_name(value: Any, field: str) -> str:
+    """A string with a visible character (a name, a path, a column)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a string, got {value!r}")
+    if not value.strip():
+        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+    return value
+
+
+def lighteval_available() -> bool:
+    """Whether ``lighteval`` can be imported here (checked without importing it)."""
+    return importlib.util.find_spec("lighteval") is not None
+
+
+# ------------------------------------------------------------------------------------------- data
+def write_text_dataset(texts: Sequence[str], folder: str | os.PathLike, split: str = "test") -> Path:
+    """Write ``texts`` to ``folder/<split>.jsonl`` (``{"text": ...}`` per line, UTF-8); return the file.
+
+    Refuses an empty list, a text that is not a non-empty string, and an existing file (never overwritten).
+
+    Example:
+        >>> import tempfile
+        >>> write_text_dataset(["def f():\\n    pass\\n"], tempfile.mkdtemp()).name
+        'test.jsonl'
+    """
+    split = _check_choice(split, "split", SPLITS)
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError(f"texts must be a list of strings (wrap a single text in a list), got {type(texts).__name__}")
+    if not texts:
+        raise ValueError("texts is empty; pass at least one document")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"texts[{i}] must be a non-empty string (a document to score), got {text!r}")
+    path = Path(folder) / f"{split}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8") as f:  # "x": an existing file is an error, not overwritten
+        f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
+    return path
+
+
+def document_text(line: Mapping[str, Any], text_column: str = "text", where: str = "a row") -> str:
+    """The document of one data row: ``line[text_column]``, a non-empty string."""
+    if not isinstance(line, Mapping):
+        raise ValueError(f"{where} must be a JSON object with a {text_column!r} field, got {type(line).__name__}")
+    if text_column not in line:
+        raise ValueError(f"{where} has no {text_column!r} field (fields: {sorted(line)}); pass text_column=<field>")
+    text = line[text_column]
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"{where}: {text_column!r} must be a non-empty string (a document to score), got {text!r}")
+    return text
+
+
+def check_text_dataset(data_path: str | os.PathLike, split: str = "test", text_column: str = "text") -> int:
+    """Check the folder a task reads; return its number of documents.
+
+    ``data_path`` must be a folder holding ``<split>.jsonl``, which must be the only file that
+    ``datasets.load_dataset(data_path)`` puts in that split (``test-2.jsonl`` would join ``test``), hold
+    at least one line, and every line must be a JSON object whose ``text_column`` is a non-empty string.
+    ``FileNotFoundError`` for a missing folder or file, ``ValueError`` for the rest, naming the line.
+    """
+    split, text_column = _check_choice(split, "split", SPLITS), _check_name(text_column, "text_column")
+    if not isinstance(data_path, (str, os.PathLike)):
+        raise TypeError(f"data_path must be a path to a folder, got {type(data_path).__name__}")
+    folder = Path(data_path)
+    if not folder.exists():
+        raise FileNotFoundError(f"data_path {str(folder)!r} does not exist; pass the folder that holds {split}.jsonl")
+    if not folder.is_dir():
+        hint = f"split={folder.stem!r}" if folder.stem in SPLITS else f"a file named <split>.jsonl, split in {SPLITS}"
+        raise ValueError(f"data_path must be a folder, got the file {str(folder)!r}; pass its folder ({hint})")
+    path = folder / f"{split}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(path)!r} not found: the folder needs a {split}.jsonl (write_text_dataset)")
+    others = sorted(str(Path(f)) for f in _split_files(folder, split) if Path(f).resolve() != path.resolve())
+    if others:
+        raise ValueError(f"datasets would read {others} into the {split!r} split beside {path.name}; move them out")
+    count = 0
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where} is not a JSON object ({error.msg}); one object per line") from None
+            document_text(line, text_column, where)
+            count += 1
+    if count == 0:
+        raise ValueError(f"{str(path)!r} is empty: it holds no document to score")
+    return count
+
+
+def _split_files(folder: Path, split: str) -> list[str]:
+    """The files ``datasets.load_dataset(folder)`` assigns to ``split`` (its own split inference)."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    files = DataFilesDict.from_patterns(get_data_patterns(str(folder)), base_path=str(folder))
+    return [str(f) for name, found in files.items() if str(name) == split for f in found]
+
+
+def doc_fields(line: Mapping[str, Any], task_name: str | None = None, text_column: str = "text") -> dict[str, Any]:
+    """The fields of the lighteval ``Doc`` for one data row: the document is the query, scored whole.
+
+    Example:
+        >>> doc_fields({"text": "x = 1"}, "hf_lmobj_text|0")
+        {'task_name': 'hf_lmobj_text|0', 'query': 'x = 1', 'choices': None, 'gold_index': None}
+    """
+    return {"task_name": task_name, "query": document_text(line, text_column), "choices": None, "gold_index": None}
+
+
+def scored_text(doc: Any) -> str:
+    """The text :class:`HfLmobjRollingModel` scores for a lighteval ``Doc``: its query, alone.
+
+    A doc with few-shot examples (``"hf_lmobj_text|5"``) or an instruction is refused: a perplexity
+    figure is of the document, not of a prompt around it.
+    """
+    if getattr(doc, "fewshot_samples", None):
+        raise ValueError(f"doc {doc.id!r} has few-shot examples; run the task as '{TASK_NAME}|0' (no few-shot)")
+    if getattr(doc, "instruction", None):
+        raise ValueError(f"doc {doc.id!r} has an instruction; a perplexity task scores the document alone")
+    if not isinstance(doc.query, str) or not doc.query:
+        raise ValueError(f"doc {doc.id!r}: query must be a non-empty string (the document), got {doc.query!r}")
+    return doc.query
+
+
+# ---------------------------------------------------------------------------------------- metrics
+class TextSums(NamedTuple):
+    """One document's summed NLL (nats) and its lm-eval units: UTF-8 bytes and words."""
+
+    nll: float
+    num_bytes: int
+    num_words: int
+
+
+def text_sums(text: str, logprobs: Sequence[float]) -> TextSums:
+    """The sums of one scored document: ``nll = -sum(logprobs)``, bytes and words of ``text``."""
+    return TextSums(-math.fsum(logprobs), len(text.encode("utf-8")), count_words(text))
+
+
+def corpus_figure(name: str, items: Sequence[TextSums]) -> float:
+    """Corpus figure ``name`` (one of :data:`FIGURES`) over the documents' sums, by the package's functions.
+
+    ``bits_per_byte = sum nll / ln 2 / sum bytes``, ``byte_perplexity = exp(sum nll / sum bytes)``,
+    ``word_perplexity = exp(sum nll / sum words)``; an empty list, a NaN or a zero count is refused.
+    """
+    name = _check_choice(name, "figure", FIGURES)
+    nll = [item.nll for item in items]
+    if name == "word_perplexity":
+        return word_perplexity_from_sums(nll, [item.num_words for item in items])
+    return _FROM_SUMS[name](nll, [item.num_bytes for item in items])
+
+
+# ------------------------------------------------------------------------------------------ model
+class ModelSpec(NamedTuple):
+    """What ``lighteval custom``'s model argument names: the model and the scoring settings."""
+
+    model: str
+    max_length: int | None = None  # None: the model's context size
+    batch_size: int = 8
+    device: str | None = None  # None: CUDA when available
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """``"<model>[,max_length=N][,batch_size=B][,device=D]"`` as a :class:`ModelSpec`.
+
+    Example:
+        >>> parse_model_spec("gpt2,max_length=64,device=cpu")
+        ModelSpec(model='gpt2', max_length=64, batch_size=8, device='cpu')
+        >>> parse_model_spec("gpt2,stride=2")
+        Traceback (most recent call last):
+        ...
+        ValueError: model option 'stride' is unknown; the options are ('max_length', 'batch_size', 'device')
+    """
+    model, *options = _check_name(spec, "model").split(",")
+    settings: dict[str, Any] = {}
+    for option in options:
+        key, sep, value = (part.strip() for part in option.partition("="))
+        if key not in _SPEC_KEYS:
+            raise ValueError(f"model option {key!r} is unknown; the options are {_SPEC_KEYS}")
+        if not sep or not value or key in settings:
+            raise ValueError(f"model option {option!r} must appear once, as {key}=<value>")
+        if key == "device":
+            settings[key] = value
+            continue
+        if not value.isdigit():
+            raise ValueError(f"model option {key} must be an int >= 1, got {value!r}")
+        settings[key] = check_length(int(value), key, 1)
+    return ModelSpec(_check_name(model.strip(), "model"), **settings)
+
+
+class _NoSampleCache:
+    """lighteval's pipeline calls ``model._cache._init_registry``; this backend keeps no sample cache."""
+
+    def _init_registry(self, registry: Any) -> None:
+        return None
+
+
+# ------------------------------------------------------------------------------------------ tasks
+def build_tasks_table(
+    data_path: str | os.PathLike, split: str = "test", text_column: str = "text", name: str = TASK_NAME
+) -> list:
+    """A ``TASKS_TABLE``: one ``LightevalTaskConfig`` ``name`` scoring ``data_path/<split>.jsonl``.
+
+    The folder is checked first (:func:`check_text_dataset`); then lighteval is imported (an
+    ``ImportError`` says how to install it). The task's metrics are :data:`FIGURES`, by :func:`corpus_figure`.
+    """
+    name = _check_name(name, "name")
+    check_text_dataset(data_path, split, text_column)
+    _require_lighteval()
+    from lighteval.tasks.lighteval_task import LightevalTaskConfig
+
+    return [
+        LightevalTaskConfig(
+            name=name,
+            prompt_function=functools.partial(_prompt, text_column=text_column),
+            hf_repo=str(Path(data_path).resolve()),
+            hf_subset="default",
+            hf_avail_splits=[split],
+            evaluation_splits=[split],
+            few_shots_split=split,
+            generation_size=-1,
+            metrics=[_corpus_metric(figure) for figure in FIGURES],
+            version=0,
+        )
+    ]
+
+
+def tasks_table_from_env(warn: bool = False) -> list:
+    """The table of :data:`DATA_ENV`'s folder (split :data:`SPLIT_ENV`, default test); ``[]`` while unset.
+
+    ``warn`` logs a warning when the variable is unset (this file loaded as ``--custom-tasks``).
+    """
+    if not lighteval_available():
+        return []
+    data_path = os.environ.get(DATA_ENV)
+    if not data_path:
+        if warn:
+            logger.warning(
+                "%s is unset, so %s registers no task; set it to a folder holding test.jsonl", DATA_ENV, __name__
+            )
+        return []
+    return build_tasks_table(data_path, split=os.environ.get(SPLIT_ENV) or "test")
+
+
+def _require_lighteval() -> None:
+    if not lighteval_available():
+        raise ImportError(f"this needs lighteval: {_INSTALL}")
+
+
+def _prompt(line: dict, task_name: str | None = None, *, text_column: str = "text"):
+    from lighteval.tasks.requests import Doc
+
+    return Doc(**doc_fields(line, task_name, text_column))
+
+
+def _corpus_metric(figure: str):
+    from lighteval.metrics.utils.metric_utils import CorpusLevelMetric
+    from lighteval.tasks.requests import SamplingMethod
+
+    # the package module's classes, also when lighteval runs this file by path: its bootstrap pickles them
+    from hf_lmobj.metrics import lighteval_tasks as package
+
+    return CorpusLevelMetric(
+        metric_name=figure,
+        higher_is_better=False,
+        category=SamplingMethod.PERPLEXITY,
+        sample_level_fn=package.TextSumsPreparator(),
+        corpus_level_fn=package.FigureAggregation(figure),
+    )
+
+
+if lighteval_available():  # the metric pieces and the backend (lighteval custom <model> <this file>)
+    from lighteval.metrics.metrics_corpus import CorpusLevelComputation
+    from lighteval.metrics.sample_preparator import Preparator
+    from lighteval.models.abstract_model import LightevalModel
+    from lighteval.models.model_output import ModelResponse
+
+    class TextSumsPreparator(Preparator):
+        """A document's :class:`TextSums` from its doc and the backend's summed log-probability."""
+
+        def prepare(self, doc, model_response, **kwargs) -> TextSums:
+            return text_sums(doc.query, model_response.logprobs)
+
+    class FigureAggregation(CorpusLevelComputation):
+        """Corpus figure ``figure`` of the documents' :class:`TextSums` (:func:`corpus_figure`)."""
+
+        def __init__(self, figure: str):
+            self.figure = _check_choice(figure, "figure", FIGURES)
+
+        def compute_corpus(self, items: Sequence[TextSums]) -> float:
+            return corpus_figure(self.figure, items)
+
+    class HfLmobjRollingModel(LightevalModel):
+        """A lighteval model that scores perplexity tasks with :func:`~hf_lmobj.metrics.scoring.score_texts`.
+
+        ``loglikelihood_rolling`` returns each document's summed log-probability over lm-eval's
+        disjoint rolling windows of ``max_length`` tokens (a BOS, else EOS, start token); generation
+        and multiple-choice requests are refused. Built by lighteval from a ``CustomModelConfig``
+        (``model_name`` read by :func:`parse_model_spec`), or from an in-memory model by :meth:`from_model`.
+        """
+
+        def __init__(self, config, model=None, tokenizer=None, spec: ModelSpec | None = None):
+            if getattr(config, "system_prompt", None):
+                raise ValueError("a system_prompt would not be scored: a perplexity task scores documents alone")
+            spec = parse_model_spec(config.model_name) if spec is None else spec
+            self.config = config
+            self._model, self._tokenizer = load_model_and_tokenizer(
+                spec.model if model is None else model, tokenizer, spec.device
+            )
+            self._max_length = spec.max_length or default_max_length(self._model)
+            self._batch_size = spec.batch_size
+            self._cache = _NoSampleCache()
+
+        @classmethod
+        def from_model(cls, model, tokenizer, max_length: int | None = None, batch_size: int = 8, name: str = "model"):
+            """Wrap an in-memory causal LM (``Pipeline(model=...)``); ``name`` is what lighteval reports."""
+            from lighteval.models.custom.custom_model import CustomModelConfig
+
+            spec = ModelSpec(
+                _check_name(name, "name"),
+                check_length(max_length, "max_length", 1, "tokens per window", optional=True),
+                check_length(batch_size, "batch_size", 1, "windows per forward pass"),
+            )
+            config = CustomModelConfig(model_name=spec.model, model_definition_file_path=__file__)
+            return cls(config, model, tokenizer, spec)
+
+        @property
+        def tokenizer(self):
+            return self._tokenizer
+
+        @property
+        def add_special_tokens(self) -> bool:
+            return False  # score_texts adds the start token itself
+
+        @property
+        def max_length(self) -> int:
+            return self._max_length
+
+        def loglikelihood_rolling(self, docs: list) -> list:
+            texts = [scored_text(doc) for doc in docs]
+            scores = score_texts(
+                self._model,
+                self._tokenizer,
+                texts,
+                max_length=self._max_length,
+                batch_size=self._batch_size,
+                progress=not self.disable_tqdm,
+                windows="lm_eval",
+            )
+            return [ModelResponse(logprobs=[-score.nll]) for score in scores]
+
+        def loglikelihood(self, docs: list) -> list:
+            raise NotImplementedError(f"{type(self).__name__} scores perplexity tasks only; use `lighteval accelerate`")
+
+        def greedy_until(self, docs: list) -> list:
+            raise NotImplementedError(f"{type(self).__name__} scores perplexity tasks only; use `lighteval accelerate`")
+
+    __all__ += ["FigureAggregation", "HfLmobjRollingModel", "TextSumsPreparator"]
+
+
+# lighteval 0.13.0 runs this file as "lighteval_tasks" for --custom-tasks <path> (warn if no data is named),
+# and as "custom_model_module" for the model definition file (no task table read there)
+TASKS_TABLE = [] if __name__ == "custom_model_module" else tasks_table_from_env(warn=__name__ == "lighteval_tasks")
