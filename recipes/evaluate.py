@@ -39,6 +39,7 @@ from hf_lmobj.metrics import load as load_metric  # noqa: E402
 from hf_lmobj.metrics.scoring import score_texts  # noqa: E402
 from hf_lmobj.recipes.support.cards import write_model_card  # noqa: E402
 from hf_lmobj.recipes.support.config_parsing import parse_args_with_config  # noqa: E402
+from hf_lmobj.validation import check_flag, check_length, check_name, check_number  # noqa: E402
 
 __all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "main"]
 
@@ -76,11 +77,22 @@ class EvalArguments:
     def __post_init__(self) -> None:
         if not self.model_name_or_path:
             raise ValueError("model_name_or_path is required: pass --model_name_or_path <folder or Hub id>")
-        for name in ("max_texts", "max_length", "stride"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive or null, got {getattr(self, name)}")
-        if self.batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        self.model_name_or_path = check_name(self.model_name_or_path, "model_name_or_path")
+        for name in ("tokenizer_name", "dataset_name", "dataset_config"):
+            setattr(self, name, check_name(getattr(self, name), name, optional=True))
+        for name in ("text_column", "split", "output_dir"):
+            setattr(self, name, check_name(getattr(self, name), name))
+        for name in ("max_texts", "max_length", "stride", "max_documents"):
+            setattr(self, name, check_length(getattr(self, name), name, 1, "or null", optional=True))
+        if self.stride is not None and self.max_length is not None and self.stride > self.max_length:
+            raise ValueError(
+                f"stride {self.stride} must be <= max_length {self.max_length} (positions scored per window)"
+            )
+        self.batch_size = check_length(self.batch_size, "batch_size", 1, "windows per forward pass")
+        self.validation_fraction = check_number(self.validation_fraction, "validation_fraction", 0.0, 1.0,
+                                                low_open=True, high_open=True, hint="the held-out share")  # fmt: skip
+        for name in ("add_start_token", "use_cpu"):
+            setattr(self, name, check_flag(getattr(self, name), name))
 
 
 def load_texts(args: EvalArguments) -> list[str]:

@@ -45,6 +45,7 @@ from transformers import (
     set_seed,
 )
 
+from hf_lmobj.recipes.support.after_training import nothing_lost, save_trained_model, write_metrics
 from hf_lmobj.recipes.support.cards import write_model_card
 from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.recipes.support.finetune_data import (
@@ -54,7 +55,9 @@ from hf_lmobj.recipes.support.finetune_data import (
     tokenize_classification,
 )
 from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.run_checks import check_training_arguments
 from hf_lmobj.trainer.teardown import close_distributed
+from hf_lmobj.validation import check_flag, check_length, check_number
 
 TASKS = ("package", "replaced_tokens")
 
@@ -63,6 +66,7 @@ __all__ = [
     "ClassifierArguments",
     "accuracy",
     "build_classifier",
+    "build_trainer",
     "labelled_data",
     "train_and_evaluate",
     "main",
@@ -97,12 +101,20 @@ class ClassifierArguments:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
-        if len([p for p in self.packages.split(",") if p.strip()]) < 2:
+        if not isinstance(self.packages, str):
+            raise TypeError(f"packages must be a comma-separated string such as 'json,email', got {self.packages!r}")
+        names = [p.strip() for p in self.packages.split(",") if p.strip()]
+        if len(names) < 2:
             raise ValueError(f"packages must name at least 2 comma-separated packages, got {self.packages!r}")
-        if self.train_per_class <= 0 or self.eval_per_class <= 0:
-            raise ValueError("train_per_class and eval_per_class must be positive")
-        if self.lora_r <= 0 or self.lora_alpha <= 0:
-            raise ValueError("lora_r and lora_alpha must be positive")
+        if len(set(names)) != len(names):
+            raise ValueError(f"packages names a package twice: {self.packages!r}; each class once")
+        for name in ("train_per_class", "eval_per_class", "lora_r", "lora_alpha"):
+            setattr(self, name, check_length(getattr(self, name), name, 1))
+        self.max_chars = check_length(self.max_chars, "max_chars", 1, "None = any length", optional=True)
+        self.replace_prob = check_number(self.replace_prob, "replace_prob", 0.0, 1.0, low_open=True,
+                                         hint="the share of a corrupted function's tokens replaced")  # fmt: skip
+        for name in ("use_lora", "compare_with_scratch"):
+            setattr(self, name, check_flag(getattr(self, name), name))
 
     @property
     def package_list(self) -> tuple[str, ...]:
@@ -143,9 +155,14 @@ def labelled_data(tokenizer, args: ClassifierArguments, seed: int) -> tuple[tupl
     return ("original", "corrupted"), dict(splits)
 
 
+def build_trainer(model, train_args: TrainingArguments, data: dict, tokenizer) -> Trainer:
+    """A ``Trainer`` of ``model`` on the labelled ``data``, scoring accuracy."""
+    return Trainer(model=model, args=train_args, train_dataset=data["train"], eval_dataset=data["validation"],
+                   data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=accuracy)  # fmt: skip
+
+
 def train_and_evaluate(model, train_args: TrainingArguments, data: dict, tokenizer) -> tuple[Trainer, dict]:
-    trainer = Trainer(model=model, args=train_args, train_dataset=data["train"], eval_dataset=data["validation"],
-                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=accuracy)  # fmt: skip
+    trainer = build_trainer(model, train_args, data, tokenizer)
     trainer.train()
     return trainer, trainer.evaluate()
 
@@ -157,29 +174,34 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     path = model_args.model_name_or_path
     if not path:
         raise ValueError("model_name_or_path is required: pass --model_name_or_path <encoder from the mlm recipe>")
+    check_training_arguments(train_args)
     tokenizer = AutoTokenizer.from_pretrained(path)
     with train_args.main_process_first(desc="prepare data"):
         labels, data = labelled_data(tokenizer, cls_args, train_args.seed)
     _check_lengths(data, AutoConfig.from_pretrained(path))
     set_seed(train_args.seed)
-    model = build_classifier(path, labels, True, cls_args, model_args.attn_implementation)
-    trainer, results = train_and_evaluate(model, train_args, data, tokenizer)
-    metrics = {k: v for k, v in results.items() if k in ("eval_loss", "eval_accuracy")}
-    if cls_args.compare_with_scratch:
-        scratch_args = dataclasses.replace(train_args, output_dir=str(Path(train_args.output_dir) / "scratch"),
-                                           save_strategy="no")  # fmt: skip
-        set_seed(train_args.seed)
-        scratch = build_classifier(path, labels, False, cls_args, model_args.attn_implementation)
-        _, scratch_results = train_and_evaluate(scratch, scratch_args, data, tokenizer)
-        metrics.update(
-            scratch_eval_loss=scratch_results["eval_loss"], scratch_eval_accuracy=scratch_results["eval_accuracy"]
-        )
-        metrics["accuracy_gain_over_scratch"] = metrics["eval_accuracy"] - metrics["scratch_eval_accuracy"]
-    metrics.update(num_train_examples=data["train"].num_rows, num_eval_examples=data["validation"].num_rows,
-                   chance_accuracy=1.0 / len(labels))  # fmt: skip
-    trainer.save_model(train_args.output_dir)
-    if trainer.is_world_process_zero():
-        _report(trainer, tokenizer, metrics, path, cls_args)
+    trainer = build_trainer(build_classifier(path, labels, True, cls_args, model_args.attn_implementation),
+                            train_args, data, tokenizer)  # fmt: skip
+    trainer.train()
+    save_trained_model(trainer, tokenizer, train_args.output_dir)  # first: the comparison may fail, never the model
+    metrics: dict[str, float] = {}
+    with nothing_lost(train_args.output_dir, metrics, trainer.is_world_process_zero(), saved=" with its tokenizer"):
+        results = trainer.evaluate()
+        metrics.update({k: v for k, v in results.items() if k in ("eval_loss", "eval_accuracy")})
+        if cls_args.compare_with_scratch:
+            scratch_args = dataclasses.replace(train_args, output_dir=str(Path(train_args.output_dir) / "scratch"),
+                                               save_strategy="no")  # fmt: skip
+            set_seed(train_args.seed)
+            scratch = build_classifier(path, labels, False, cls_args, model_args.attn_implementation)
+            _, scratch_results = train_and_evaluate(scratch, scratch_args, data, tokenizer)
+            metrics.update(
+                scratch_eval_loss=scratch_results["eval_loss"], scratch_eval_accuracy=scratch_results["eval_accuracy"]
+            )
+            metrics["accuracy_gain_over_scratch"] = metrics["eval_accuracy"] - metrics["scratch_eval_accuracy"]
+        metrics.update(num_train_examples=data["train"].num_rows, num_eval_examples=data["validation"].num_rows,
+                       chance_accuracy=1.0 / len(labels))  # fmt: skip
+        if trainer.is_world_process_zero():
+            _report(trainer, metrics, path, cls_args)
     close_distributed(trainer)  # last: no collective after it
     return metrics
 
@@ -192,10 +214,9 @@ def _check_lengths(data: dict, config) -> None:
                          "lower max_chars so that every function fits (examples are never truncated)")  # fmt: skip
 
 
-def _report(trainer, tokenizer, metrics, path: str, cls_args: ClassifierArguments) -> None:
+def _report(trainer, metrics, path: str, cls_args: ClassifierArguments) -> None:
     output = Path(trainer.args.output_dir)
-    tokenizer.save_pretrained(output)
-    (output / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(output, metrics)
     hyperparameters = {
         "task": cls_args.task, "functions from": cls_args.packages, "train_per_class": cls_args.train_per_class,
         "eval_per_class": cls_args.eval_per_class, "max_chars": cls_args.max_chars, "use_lora": cls_args.use_lora,

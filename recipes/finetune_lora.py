@@ -30,17 +30,20 @@ from pathlib import Path
 
 import datasets
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import load_text_splits
+from hf_lmobj.recipes.support.after_training import nothing_lost, save_trained_model, write_metrics
 from hf_lmobj.recipes.support.cards import write_model_card
 from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.recipes.support.finetune_data import build_instruction_dataset, tokenize_instructions
-from hf_lmobj.recipes.support.models import ModelArguments
+from hf_lmobj.recipes.support.models import ModelArguments, check_positions, position_limit
 from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
+from hf_lmobj.recipes.support.run_checks import check_training_arguments
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
+from hf_lmobj.validation import check_length, check_name, check_number
 
 __all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
 
@@ -81,15 +84,18 @@ class LoraArguments:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.lora_r <= 0 or self.lora_alpha <= 0:
-            raise ValueError("lora_r and lora_alpha must be positive")
-        if not 0.0 <= self.lora_dropout < 1.0:
-            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
-        if self.max_length <= 1:
-            raise ValueError(f"max_length must be at least 2, got {self.max_length}")
+        for name in ("dataset_name", "dataset_config", "packages"):
+            setattr(self, name, check_name(getattr(self, name), name, optional=True))
+        for name in ("prompt_column", "response_column", "text_column", "lora_target_modules"):
+            setattr(self, name, check_name(getattr(self, name), name))
+        for name in ("lora_r", "lora_alpha"):
+            setattr(self, name, check_length(getattr(self, name), name, 1))
+        self.lora_dropout = check_number(self.lora_dropout, "lora_dropout", 0.0, 1.0, high_open=True)
+        self.max_length = check_length(self.max_length, "max_length", 2, "a token and the next one")
         for name in ("max_examples", "max_eval_examples", "max_chars"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive or null, got {getattr(self, name)}")
+            setattr(self, name, check_length(getattr(self, name), name, 1, "or null", optional=True))
+        self.validation_fraction = check_number(self.validation_fraction, "validation_fraction", 0.0, 1.0,
+                                                low_open=True, high_open=True, hint="the held-out share")  # fmt: skip
 
 
 def instruction_data(tokenizer, args: LoraArguments) -> tuple[datasets.Dataset, datasets.Dataset]:
@@ -148,6 +154,8 @@ def finetune(argv: list[str] | None = None) -> tuple[ObjectiveTrainer, dict[str,
     )
     if not model_args.model_name_or_path:
         raise ValueError("model_name_or_path is required: pass --model_name_or_path <causal LM folder or Hub id>")
+    check_training_arguments(train_args)
+    _check_positions(model_args, lora_args)
     set_seed(train_args.seed)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     if tokenizer.pad_token is None:  # padding is decided by the attention mask, so EOS is still trained
@@ -164,17 +172,29 @@ def finetune(argv: list[str] | None = None) -> tuple[ObjectiveTrainer, dict[str,
                                eval_dataset=evaluation)  # fmt: skip
     base_loss = trainer.evaluate()["eval_loss"]  # the adapter starts as the identity (B = 0)
     train_metrics = trainer.train().metrics
-    final = trainer.evaluate()
+    save_trained_model(trainer, tokenizer, train_args.output_dir)  # first; a PeftModel saves only its adapter
     trainable, total = model.get_nb_trainable_parameters()
     metrics = {
-        "base_eval_loss": base_loss, "eval_loss": final["eval_loss"], "eval_perplexity": final["eval_perplexity"],
-        "train_loss": train_metrics["train_loss"], "num_train_examples": train.num_rows,
+        "base_eval_loss": base_loss, "train_loss": train_metrics["train_loss"], "num_train_examples": train.num_rows,
         "trainable_parameters": trainable, "total_parameters": total,
     }  # fmt: skip
-    trainer.save_model(train_args.output_dir)  # a PeftModel saves only its adapter
-    if trainer.is_world_process_zero():
-        _report(trainer, tokenizer, metrics, model_args, lora_args)
+    saved = " (the LoRA adapter, with the tokenizer)"
+    with nothing_lost(train_args.output_dir, metrics, trainer.is_world_process_zero(), saved=saved):
+        final = trainer.evaluate()
+        metrics.update(eval_loss=final["eval_loss"], eval_perplexity=final["eval_perplexity"])
+        if trainer.is_world_process_zero():
+            _report(trainer, metrics, model_args, lora_args)
     return trainer, metrics
+
+
+def _check_positions(model_args: ModelArguments, lora_args: LoraArguments) -> None:
+    """``max_length`` against the base model's positions (its config), before any data or training."""
+    try:
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path)
+    except (OSError, ValueError, KeyError):
+        return  # unreadable here: from_pretrained reports it when the model is loaded
+    check_positions(lora_args.max_length, position_limit(config), f"max_length {lora_args.max_length}",
+                    f"lower --max_length (the base model {model_args.model_name_or_path} reads at most that)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -183,10 +203,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     return metrics
 
 
-def _report(trainer, tokenizer, metrics, model_args: ModelArguments, lora_args: LoraArguments) -> None:
+def _report(trainer, metrics, model_args: ModelArguments, lora_args: LoraArguments) -> None:
     output = Path(trainer.args.output_dir)
-    tokenizer.save_pretrained(output)
-    (output / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(output, metrics)
     base = model_args.model_name_or_path
     hyperparameters = {
         "mode": lora_args.mode, "lora_r": lora_args.lora_r, "lora_alpha": lora_args.lora_alpha,

@@ -15,7 +15,11 @@ be set in the YAML file or overridden on the command line. A preempted run conti
 command plus ``--resume_from_checkpoint last`` (the latest complete checkpoint of ``--output_dir``,
 trained to the ``max_steps`` its first start chose; ``recipes/support/resume.py``); the same command
 alone over ``checkpoint-*`` folders is refused. The run writes the model (safetensors), the tokenizer,
-``metrics.json``, ``loss_curve.png`` and ``README.md`` (the model card) into ``--output_dir``. The printed report ends
+``metrics.json``, ``loss_curve.png`` and ``README.md`` (the model card) into ``--output_dir``. Every value the
+run meets after training (scoring windows, infilling budget, sample, n-gram orders, each length against the
+model's positions) is checked before any data (``recipes/support/pretrain_checks.py``); the model, the tokenizer
+and ``trainer_state.json`` are saved the moment training ends, and a later failure leaves ``metrics.json`` with
+what was computed and says where the model is (``recipes/support/after_training.py``). The printed report ends
 with, for clm, bits per byte of the validation text beside a Kneser-Ney n-gram model of the same
 training tokens and zlib / bz2 / xz; for mlm and span, eval_loss beside the unigram entropy of the
 training tokens and the target accuracy; with ``fim_rate > 0`` (``clm/fim_demo.yaml``:
@@ -34,6 +38,7 @@ from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
+from hf_lmobj.recipes.support.after_training import nothing_lost, save_trained_model
 from hf_lmobj.recipes.support.auxiliary_pretraining import (
     AuxiliaryArguments,
     build_pretraining_model,
@@ -43,6 +48,7 @@ from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_w
 from hf_lmobj.recipes.support.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
 from hf_lmobj.recipes.support.fim_pretraining import (
     FimArguments,
+    infilling_cases,
     prepare_pretraining_data,
     validation_infilling,
 )
@@ -50,6 +56,7 @@ from hf_lmobj.recipes.support.models import ModelArguments
 from hf_lmobj.recipes.support.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
 from hf_lmobj.recipes.support.phase_timer import PhaseTimer
 from hf_lmobj.recipes.support.pipeline_data import bounded_documents, prepare_pipeline_data, uses_pipeline
+from hf_lmobj.recipes.support.pretrain_checks import check_built_model, check_pretrain_arguments
 from hf_lmobj.recipes.support.pretrain_report import (
     PretrainRun,
     ReportArguments,
@@ -98,6 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             description=__doc__,
         )
     )
+    check_pretrain_arguments(data_args, model_args, aux_args, fim_args, report_args, runtime_args, train_args)
     timer = PhaseTimer()
     streamed = uses_pipeline(data_args)  # streaming / token store / mixture: nothing is loaded whole
     resume = plan_resume(train_args, resume_args, needs_data_state=streamed)  # before any data: fails in seconds
@@ -119,6 +127,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         )
     with timer.phase("data"):
         model = build_pretraining_model(data_args.objective, tokenizer, model_args, aux_args, train_args.seed)
+        check_built_model(model, tokenizer, data_args, report_args, model_args)  # a checkpoint's positions too
         if resume.weights_from is not None:  # --weights_only_restart: a new run from a checkpoint's weights
             load_checkpoint_weights(model, resume.weights_from)
         with train_args.main_process_first(desc="prepare data"):
@@ -133,6 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 )
                 validation = splits["validation"]
             validation_texts = list(validation[data_args.text_column])
+            cases = infilling_cases(validation, data_args.text_column, fim_args)  # before training: fails fast
         if data.train_documents is not None and data_args.report_sample_tokens:  # the report's n-gram sample
             data.train_documents = bounded_documents(data.train_documents, data_args.report_sample_tokens)
     trainer_class = AuxiliaryObjectiveTrainer if aux_args.auxiliary_objective else ObjectiveTrainer
@@ -151,48 +161,50 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         if not resume.continues and trainer.args.should_save:
             begin_new_run(train_args.output_dir, resume, trainer.args.max_steps, budget)
         train_metrics = trainer.train(resume_from_checkpoint=train_args.resume_from_checkpoint).metrics
-    with timer.phase("evaluation"):
-        metrics = trainer.evaluate()
-        if data_args.objective not in CAUSAL_OBJECTIVES:  # a fresh collator: epoch 0 noise, comparable across runs
-            fresh = copy.copy(data.collator)
-            fresh.set_epoch(0)
-            name = "eval_masked_accuracy" if data_args.objective in MASKED_OBJECTIVES else "eval_span_accuracy"
-            metrics[name] = target_token_accuracy(token_predictor(trainer.model), data.eval_dataset, fresh)
-    if data.sample_documents is not None:  # streamed: the first report_sample_tokens training tokens, read now
-        data.train_documents = data.sample_documents()
-    metrics.update(_train_statistics(train_metrics, trainer, data, data_args.report_sample_tokens))
-    metrics.update(trainer.pipeline_token_counts())  # collective: every rank
-    if data_args.objective in CAUSAL_OBJECTIVES:
-        with timer.phase("scoring"):
-            if threads:
-                threads.adapt()
-            predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
-            progress = not train_args.disable_tqdm and trainer.is_world_process_zero()
-            metrics.update(
-                score_validation_texts(predictor, tokenizer, validation_texts, data_args, report_args, progress)
-            )
-        if fim_args.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
-            with timer.phase("infilling"):
-                metrics.update(validation_infilling(
-                    predictor, tokenizer, validation, data_args.text_column, fim_args, data_args.max_length
-                ))  # fmt: skip
-    # Collective work on every rank (FSDP2 / ZeRO-3 gather the full state dict and run the sharded
-    # model together); files are written and lines printed by the main process only.
-    with timer.phase("saving"):
-        trainer.save_model(train_args.output_dir)
-    sample = None
-    if data_args.objective in CAUSAL_OBJECTIVES:
-        with timer.phase("sampling"):
-            sample = sample_continuation(token_predictor(trainer.model), tokenizer, report_args)
-    if trainer.is_world_process_zero():
-        baselines = {}
+    with timer.phase("saving"):  # first: nothing after training may cost the model (collective on every rank)
+        save_trained_model(trainer, tokenizer, train_args.output_dir)
+    metrics: dict[str, float] = {}
+    with nothing_lost(
+        train_args.output_dir, metrics, trainer.is_world_process_zero(), timer, "the model and tokenizer"
+    ):
+        with timer.phase("evaluation"):
+            metrics.update(trainer.evaluate())
+            if data_args.objective not in CAUSAL_OBJECTIVES:  # a fresh collator: epoch 0 noise, comparable across runs
+                fresh = copy.copy(data.collator)
+                fresh.set_epoch(0)
+                name = "eval_masked_accuracy" if data_args.objective in MASKED_OBJECTIVES else "eval_span_accuracy"
+                metrics[name] = target_token_accuracy(token_predictor(trainer.model), data.eval_dataset, fresh)
+        if data.sample_documents is not None:  # streamed: the first report_sample_tokens training tokens, read now
+            data.train_documents = data.sample_documents()
+        metrics.update(_train_statistics(train_metrics, trainer, data, data_args.report_sample_tokens))
+        metrics.update(trainer.pipeline_token_counts())  # collective: every rank
+        sample = None
         if data_args.objective in CAUSAL_OBJECTIVES:
-            baselines = baseline_bits_per_byte(data, tokenizer, validation_texts, report_args, timer)
-            metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
-        run = PretrainRun(
-            trainer, tokenizer, data, data_args, model_args, aux_args, fim_args, report_args, timer, threads, budget
-        )
-        write_and_report(run, metrics, baselines, sample)
+            with timer.phase("scoring"):
+                if threads:
+                    threads.adapt()
+                predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
+                progress = not train_args.disable_tqdm and trainer.is_world_process_zero()
+                metrics.update(
+                    score_validation_texts(predictor, tokenizer, validation_texts, data_args, report_args, progress)
+                )
+            if fim_args.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
+                with timer.phase("infilling"):
+                    metrics.update(validation_infilling(predictor, tokenizer, validation, data_args.text_column,
+                                                        fim_args, data_args.max_length, cases))  # fmt: skip
+            with timer.phase("sampling"):
+                sample = sample_continuation(predictor, tokenizer, report_args)
+        # Collective work above runs on every rank (FSDP2 / ZeRO-3 run the sharded model together); files are
+        # written and lines printed by the main process only.
+        if trainer.is_world_process_zero():
+            baselines = {}
+            if data_args.objective in CAUSAL_OBJECTIVES:
+                baselines = baseline_bits_per_byte(data, tokenizer, validation_texts, report_args, timer)
+                metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
+            run = PretrainRun(
+                trainer, tokenizer, data, data_args, model_args, aux_args, fim_args, report_args, timer, threads, budget
+            )
+            write_and_report(run, metrics, baselines, sample)
     close_distributed(trainer)  # last: no collective after it
     return metrics
 

@@ -26,10 +26,11 @@ from pathlib import Path
 import datasets
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from hf_lmobj.corpus import build_tokenizer, load_text_splits
+from hf_lmobj.corpus import SPECIAL_TOKENS, build_tokenizer, load_text_splits
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.token_store_writer import tokenize_to_token_store
 from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
+from hf_lmobj.validation import check_flag, check_length, check_name
 
 __all__ = ["TokenizeArguments", "main"]
 
@@ -60,8 +61,19 @@ class TokenizeArguments:
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing store at output_dir."})
 
     def __post_init__(self) -> None:
-        if self.max_documents is not None and self.max_documents <= 0:
-            raise ValueError(f"max_documents must be positive or None, got {self.max_documents}")
+        self.max_documents = check_length(self.max_documents, "max_documents", 1, "None = all", optional=True)
+        self.output_dir = check_name(self.output_dir, "output_dir")
+        for name in ("dataset_name", "dataset_config", "tokenizer_name"):
+            setattr(self, name, check_name(getattr(self, name), name, optional=True))
+        for name in ("split", "text_column"):
+            setattr(self, name, check_name(getattr(self, name), name))
+        if self.tokenizer_name is None:
+            least = 256 + len(SPECIAL_TOKENS)
+            self.vocab_size = check_length(self.vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
+        self.num_proc = check_length(self.num_proc, "num_proc", 1, "None = one process", optional=True)
+        self.batch_size = check_length(self.batch_size, "batch_size", 1, "texts per tokenizer call")
+        for name in ("streaming", "add_bos", "add_eos", "overwrite"):
+            setattr(self, name, check_flag(getattr(self, name), name))
 
 
 def load_texts(args: TokenizeArguments) -> datasets.Dataset | datasets.IterableDataset:

@@ -29,6 +29,7 @@ __all__ = [
     "check_per_row",
     "check_length",
     "check_flag",
+    "check_name",
     "check_has_targets",
     "check_return_tensors",
 ]
@@ -278,6 +279,29 @@ def check_flag(value: Any, field: str, optional: bool = False) -> bool | None:
     if not isinstance(value, BOOLS):
         raise TypeError(f"{field} must be True or False{' (or None)' if optional else ''}, got {value!r}")
     return bool(value)
+
+
+def check_name(value: Any, field: str, optional: bool = False) -> str | None:
+    """A string with a visible character: a path, a dataset / column / model name; None when ``optional``.
+
+    An empty or blank string is refused rather than read as "not given".
+
+    Example:
+        >>> check_name("text", "text_column"), check_name(None, "dataset_name", optional=True)
+        ('text', None)
+        >>> check_name(" ", "text_column")
+        Traceback (most recent call last):
+        ...
+        ValueError: text_column must be a non-empty string, got ' '
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a string{' (or None)' if optional else ''}, got {value!r}")
+    if not value.strip():
+        hint = "; leave it out (None) for the default" if optional else ""
+        raise ValueError(f"{field} must be a non-empty string, got {value!r}{hint}")
+    return value
 
 
 # ------------------------------------------------------------------------------------- targets

@@ -35,15 +35,17 @@ from typing import Any
 from torch import nn
 from transformers import ElectraConfig, PreTrainedTokenizerBase
 
-from hf_lmobj.recipes.support.models import ModelArguments, build_model
+from hf_lmobj.recipes.support.models import ModelArguments, build_model, resolve_model_type
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
 from hf_lmobj.trainer.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.trainer.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
+from hf_lmobj.validation import check_length, check_number
 
 __all__ = [
     "AUXILIARY_BASE_OBJECTIVE",
     "AuxiliaryArguments",
     "build_pretraining_model",
+    "check_auxiliary_fits",
     "token_predictor",
     "auxiliary_hyperparameters",
 ]
@@ -80,8 +82,13 @@ class AuxiliaryArguments:
             )
         if self.mtp_architecture not in MTP_ARCHITECTURES:
             raise ValueError(f"mtp_architecture must be one of {MTP_ARCHITECTURES}, got {self.mtp_architecture!r}")
-        if self.electra_embedding_size is not None and self.electra_embedding_size <= 0:
-            raise ValueError(f"electra_embedding_size must be positive or None, got {self.electra_embedding_size}")
+        self.electra_embedding_size = check_length(
+            self.electra_embedding_size, "electra_embedding_size", 1, "None = hidden_size", optional=True
+        )
+        self.electra_generator_fraction = check_number(
+            self.electra_generator_fraction, "electra_generator_fraction", 0.0, 1.0, low_open=True,
+            hint="generator width / discriminator width (the paper: 1/4 to 1/3)",
+        )  # fmt: skip
         MTPConfig(self.mtp_num_depths, self.mtp_architecture, self.mtp_loss_weight)  # validates the mtp fields
         ElectraPretrainingConfig(self.electra_rtd_weight)
 
@@ -101,11 +108,7 @@ def build_pretraining_model(
     aux = aux_args.auxiliary_objective if aux_args is not None else None
     if aux is None:
         return build_model(objective, tokenizer, model_args)
-    if objective != AUXILIARY_BASE_OBJECTIVE[aux]:
-        raise ValueError(
-            f"auxiliary_objective {aux!r} trains on the {AUXILIARY_BASE_OBJECTIVE[aux]!r} objective, "
-            f"not {objective!r}: set objective: {AUXILIARY_BASE_OBJECTIVE[aux]}"
-        )
+    check_auxiliary_fits(objective, model_args, aux_args)
     if aux == "mtp":
         config = MTPConfig(aux_args.mtp_num_depths, aux_args.mtp_architecture, aux_args.mtp_loss_weight)
         if model_args.model_name_or_path and (Path(model_args.model_name_or_path) / MTP_FOLDER).is_dir():  # resume MTP
@@ -116,13 +119,35 @@ def build_pretraining_model(
     return _electra(tokenizer, model_args, aux_args, seed)
 
 
+def check_auxiliary_fits(objective: str, model_args: ModelArguments, aux_args: AuxiliaryArguments | None) -> None:
+    """The auxiliary objective against the run's objective and model type (also the plain run's model type).
+
+    Example:
+        >>> check_auxiliary_fits("mlm", ModelArguments(), AuxiliaryArguments("mtp"))
+        Traceback (most recent call last):
+        ...
+        ValueError: auxiliary_objective 'mtp' trains on the 'clm' objective, not 'mlm': set objective: clm
+    """
+    aux = aux_args.auxiliary_objective if aux_args is not None else None
+    if aux is None:
+        resolve_model_type(objective, model_args)
+        return
+    if objective != AUXILIARY_BASE_OBJECTIVE[aux]:
+        raise ValueError(
+            f"auxiliary_objective {aux!r} trains on the {AUXILIARY_BASE_OBJECTIVE[aux]!r} objective, "
+            f"not {objective!r}: set objective: {AUXILIARY_BASE_OBJECTIVE[aux]}"
+        )
+    if aux == "electra" and model_args.model_type not in (None, "electra"):
+        raise ValueError(
+            f"auxiliary_objective electra builds ELECTRA models: set model_type: electra (got {model_args.model_type!r})"
+        )
+    if aux == "mtp":
+        resolve_model_type(objective, model_args)
+
+
 def _electra(
     tok: PreTrainedTokenizerBase, a: ModelArguments, aux: AuxiliaryArguments, seed: int
 ) -> ElectraPretrainingModel:
-    if a.model_type not in (None, "electra"):
-        raise ValueError(
-            f"auxiliary_objective electra builds ELECTRA models: set model_type: electra (got {a.model_type!r})"
-        )
     if a.model_name_or_path:
         return ElectraPretrainingModel.from_pretrained(a.model_name_or_path, attn_implementation=a.attn_implementation)
     config = ElectraConfig(

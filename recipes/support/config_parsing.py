@@ -3,8 +3,17 @@
 ``NAME`` is a YAML file or the name of a shipped config (``clm/demo`` is
 ``hf_lmobj/recipes/configs/clm/demo.yaml``, found in a clone and in an installed wheel alike).
 Every key of the YAML file must be a field of one of the dataclasses (``TrainingArguments``
-included); a command-line flag wins over the file. Unknown keys are an error, never ignored. A
-required field may come from the file or the command line.
+included); a command-line flag wins over the file. Unknown keys, and keys given twice, are an
+error, never ignored. A required field may come from the file or the command line.
+
+Each YAML value is checked against its field's type when the file is read, as a command-line
+string is by argparse: a YAML string goes through the flag's own conversion and choices (so
+``learning_rate: 1e-3``, which YAML reads as a string, is the float it is on the command line);
+any other value must already be of the field's type (``int``, ``float``, ``bool``, ``str``,
+``Optional[...]``, ``Literal`` / enum choices, ``list[...]``, ``dict``). An int is a float; a bool
+is never an int, a float never an int (``max_steps: 2.5``), a list never a number. A dataclass
+may let a field take more from YAML than its annotation says (``DataArguments.sources``: a list
+or its JSON string) through a ``YAML_TYPES`` class attribute mapping field names to types.
 
 Example:
     >>> from dataclasses import dataclass
@@ -19,23 +28,37 @@ Example:
     (Args(steps=5, name='cli'),)
     >>> resolve_config("clm/demo").name
     'demo.yaml'
+    >>> _ = open(path, "w").write("steps: 2.5\\n")
+    >>> parse_args_with_config((Args,), ["--config", path])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: --config ...c.yaml: steps: 2.5 (a float) is not an int
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import importlib.resources
 import sys
+import types
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-__all__ = ["shipped_configs", "resolve_config", "load_yaml_config", "parse_args_with_config", "cpu_aware_argv"]
+__all__ = [
+    "shipped_configs",
+    "resolve_config",
+    "load_yaml_config",
+    "check_config_values",
+    "parse_args_with_config",
+    "cpu_aware_argv",
+]
 
 CONFIG_HELP = (
     "YAML file of defaults (any field below, and any TrainingArguments field), or the name of a shipped "
@@ -68,12 +91,39 @@ def resolve_config(name: str | Path) -> Path:
     raise ValueError(f"--config {name}: no such file, nor a shipped config; shipped: {', '.join(shipped_configs())}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, typing.Hashable) and key in seen:
+            raise ValueError(
+                f"key {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1}); keep one"
+            )
+        if isinstance(key, typing.Hashable):
+            seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
 def load_yaml_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping (a path or a shipped config name); a non-mapping top level is a clear error."""
+    """Read a YAML mapping (a path or a shipped config name); a non-mapping top level, a key given
+    twice, a key that is not a string and a file that is not YAML are clear errors."""
     path = resolve_config(path)
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
+    except (yaml.YAMLError, ValueError) as error:
+        raise ValueError(f"--config {path}: {error}") from None
     if not isinstance(data, dict):
         raise ValueError(f"--config {path}: the top level must be a mapping of argument: value")
+    odd = [key for key in data if not isinstance(key, str)]
+    if odd:
+        raise ValueError(f"--config {path}: keys must be field names (strings), got {odd!r}")
     return data
 
 
@@ -143,11 +193,140 @@ def parse_args_with_config(
                 f"--config {known.config}: unknown keys {unknown}; each key must be a field of "
                 f"{[t.__name__ for t in dataclass_types]}"
             )
-        parser.set_defaults(**config)
+        parser.set_defaults(**check_config_values(config, dataclass_types, parser, known.config))
         for action in parser._actions:  # a required field given by the file is no longer required on the command line
             if action.dest in config:
                 action.required = False
     return tuple(parser.parse_args_into_dataclasses(args=rest, look_for_args_file=False))
+
+
+def check_config_values(
+    config: dict[str, Any], dataclass_types: Sequence[type], parser: argparse.ArgumentParser, source: str
+) -> dict[str, Any]:
+    """``config`` (YAML key -> value) checked against each key's field type; the values in their normal form.
+
+    A string goes through the flag's argparse conversion and choices, exactly as on the command line;
+    any other value must be of the field's type (an int passes for a float and becomes one).
+    ``source`` (the config's name) opens every error, which names the key, the value and the type.
+
+    Raises:
+        TypeError: a value of another type (``max_steps: 2.5``, ``seed: true``, ``learning_rate: [0.1]``).
+        ValueError: a string the flag's conversion refuses, or a value outside the flag's choices.
+    """
+    hints = _field_hints(dataclass_types)
+    actions = {}
+    for action in parser._actions:
+        actions.setdefault(action.dest, action)  # the flag itself, not a bool's --no_<name> twin
+    return {key: _check_value(value, key, hints.get(key, Any), actions[key], source) for key, value in config.items()}
+
+
+def _field_hints(dataclass_types: Sequence[type]) -> dict[str, Any]:
+    """Field name -> the types a YAML value may have (the annotation, or ``YAML_TYPES``'s wider one)."""
+    hints: dict[str, Any] = {}
+    for cls in dataclass_types:
+        annotations = typing.get_type_hints(cls)
+        wider = getattr(cls, "YAML_TYPES", {})
+        for f in dataclasses.fields(cls):
+            hints[f.name] = wider.get(f.name, annotations.get(f.name, Any))
+            if f.default is None and not _admits(None, hints[f.name]):
+                hints[f.name] = Union[hints[f.name], None]  # noqa: UP007  (a None default may be given back)
+    return hints
+
+
+def _check_value(value: Any, key: str, hint: Any, action: argparse.Action, source: str) -> Any:
+    where = f"--config {source}: {key}:"
+    if isinstance(value, str) and not _admits_list_only(hint):
+        if action.type not in (None, str) and action.nargs not in ("+", "*"):  # as argparse converts the flag
+            try:
+                value = action.type(value)
+            except (TypeError, ValueError, argparse.ArgumentTypeError):
+                raise ValueError(f"{where} {value!r} is not {_describe(hint)}") from None
+    elif not _admits(value, hint):
+        raise TypeError(f"{where} {value!r} ({_kind(value)}) is not {_describe(hint)}{_yaml_hint(value, hint)}")
+    elif _admits(value, int) and not _admits(value, hint, without=float):  # an int given for a float
+        value = float(value)
+    if action.choices is not None and value is not None and not isinstance(value, list) and value not in action.choices:
+        raise ValueError(f"{where} {value!r} is not one of {list(action.choices)}")
+    return value
+
+
+def _union_args(hint: Any) -> tuple | None:
+    origin = typing.get_origin(hint)
+    return typing.get_args(hint) if origin is Union or origin is types.UnionType else None
+
+
+def _admits(value: Any, hint: Any, without: Any = None) -> bool:
+    """Whether ``value`` (as YAML gives it) is of type ``hint``; ``without``: that type (or union member) does not count."""
+    if without is not None and hint is without:
+        return False
+    members = _union_args(hint)
+    if members is not None:
+        return any(_admits(value, member, without) for member in members)
+    if hint is Any or hint is object:
+        return True
+    if hint is type(None) or hint is None:
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return any(value == choice and type(value) is type(choice) for choice in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return isinstance(value, hint) or any(value == member.value for member in hint)
+    if hint is list or origin is list:
+        return isinstance(value, list) and (not args or all(_admits(item, args[0]) for item in value))
+    if hint is dict or origin is dict:
+        return isinstance(value, dict) and (
+            not args or all(_admits(k, args[0]) and _admits(v, args[1]) for k, v in value.items())
+        )
+    return True  # a type YAML cannot spell (e.g. ParallelismConfig): left to the dataclass
+
+
+def _admits_list_only(hint: Any) -> bool:
+    """A list field that takes no plain string (``ngram_orders: list[int]``)."""
+    return _admits([], hint) and not _admits("", hint)
+
+
+def _describe(hint: Any) -> str:
+    """``int``, ``a float``, ``an int or null``, ``a list of int``, ``one of ['no', 'steps']``."""
+    members = _union_args(hint)
+    if members is not None:
+        if any(isinstance(m, type) and issubclass(m, enum.Enum) for m in members):
+            members = tuple(m for m in members if m is not str)  # Enum | str: the string must be a choice anyway
+        names = [_describe(m) for m in members if m is not type(None)]
+        return " or ".join(dict.fromkeys(names)) + (" or null" if type(None) in members else "")
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return f"one of {list(args)}"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return f"one of {[member.value for member in hint]}"
+    if hint is list or origin is list:
+        return f"a list of {_describe(args[0]).removeprefix('an ').removeprefix('a ')}" if args else "a list"
+    if hint is dict or origin is dict:
+        return "a mapping"
+    names = {int: "an int", float: "a float (or an int)", bool: "true or false", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "a bool", int: "an int", float: "a float", str: "a string", list: "a list", dict: "a mapping"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _yaml_hint(value: Any, hint: Any) -> str:
+    if isinstance(value, bool) and _admits("", hint):
+        return "; YAML reads unquoted yes / no / on / off / true / false as a bool: quote it"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _admits("", hint):
+        return f"; quote it ('{value}') if the string is meant"
+    if not isinstance(value, list) and _admits([], hint):
+        return f"; write a YAML list, e.g. [{value}]"
+    return ""
 
 
 def cpu_aware_argv(argv: Sequence[str] | None = None) -> list[str]:

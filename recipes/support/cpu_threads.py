@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import Counter
@@ -29,6 +30,8 @@ from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
+
+from hf_lmobj.validation import check_length, check_number
 
 __all__ = [
     "PROC_STAT",
@@ -62,14 +65,27 @@ class RuntimeArguments:
     )
 
     def __post_init__(self) -> None:
-        if self.torch_threads is not None and self.torch_threads < 1:
-            raise ValueError(f"torch_threads must be positive or None, got {self.torch_threads}")
-        if self.thread_check_steps < 1:
-            raise ValueError(f"thread_check_steps must be positive, got {self.thread_check_steps}")
-        if self.max_train_minutes is not None and not self.max_train_minutes > 0:
+        cores = max(os.cpu_count() or 1, available_cpus())
+        self.torch_threads = check_length(self.torch_threads, "torch_threads", 1, "None = adaptive", optional=True)
+        if self.torch_threads is not None and self.torch_threads > cores:
             raise ValueError(
-                f"max_train_minutes must be positive or None (no budget: exactly max_steps), got {self.max_train_minutes}"
+                f"torch_threads {self.torch_threads} exceeds the {cores} cores of this machine; use at most {cores} "
+                "(or None: the cores other processes leave free)"
             )
+        self.thread_check_steps = check_length(
+            self.thread_check_steps, "thread_check_steps", 1, "re-check every N steps"
+        )
+        minutes = self.max_train_minutes
+        if minutes is not None:
+            hint = "the wall-clock budget of training; None = no budget, exactly max_steps"
+            if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) and not minutes > 0:
+                raise ValueError(
+                    f"max_train_minutes must be positive or None (no budget: exactly max_steps), got {minutes}"
+                )
+            minutes = check_number(minutes, "max_train_minutes", 0.0, low_open=True, hint=hint)
+            if not math.isfinite(minutes * 60.0):
+                raise ValueError(f"max_train_minutes must be a finite number of minutes, got {minutes!r}; {hint}")
+            self.max_train_minutes = minutes
 
 
 @dataclass(frozen=True)

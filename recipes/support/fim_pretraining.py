@@ -47,14 +47,19 @@ from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.dataset_packing import pack_dataset
 from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.collators.fim import fim_dataset
-from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
+from hf_lmobj.metrics.infilling import InfillingCase, evaluate_infilling, single_line_cases
 from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
 from hf_lmobj.recipes.support.pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
+from hf_lmobj.recipes.support.run_checks import SEED_LIMIT
+from hf_lmobj.validation import check_name
 
 __all__ = [
     "DEFAULT_INFILL_CASES",
     "PIECE_SLACK",
+    "INFILL_MIN_PROMPT_TOKENS",
     "FimArguments",
+    "check_fim_fits",
+    "infilling_cases",
     "prepare_fim_data",
     "prepare_pretraining_data",
     "validation_infilling",
@@ -63,7 +68,10 @@ __all__ = [
 ]
 
 DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
+MIN_PIECE_TOKENS = 4  # a piece never ends inside a character: up to 4 byte-level tokens each
 PIECE_SLACK = 10  # a row keeps room for BOS, 3 sentinels, EOS and up to 5 tokens of re-encoding at the cuts
+#: Prompt tokens :func:`~hf_lmobj.metrics.infilling.evaluate_infilling` needs after ``max_new_tokens`` (its own floor).
+INFILL_MIN_PROMPT_TOKENS = 8
 
 
 @dataclass
@@ -96,6 +104,69 @@ class FimArguments:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        if self.infill_seed >= SEED_LIMIT:
+            raise ValueError(f"infill_seed must be an int in [0, 2**32) (numpy's seed range), got {self.infill_seed}")
+        self.fim_baseline_metrics = check_name(self.fim_baseline_metrics, "fim_baseline_metrics", optional=True)
+        _check_baseline_file(self.fim_baseline_metrics)
+
+
+def _check_baseline_file(path: str | None) -> None:
+    """A ``fim_baseline_metrics`` file that exists must be a metrics.json (a JSON mapping); a missing one is
+    allowed (the report then says how to make it)."""
+    if path is None or not Path(path).exists():
+        return
+    try:
+        baseline = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"fim_baseline_metrics {path} is not a metrics.json a run wrote: {error}") from None
+    if not isinstance(baseline, dict):
+        raise ValueError(f"fim_baseline_metrics {path} must hold a JSON mapping of metric: value (a metrics.json)")
+
+
+def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> None:
+    """FIM and infilling against the run they ride on, before any data: both need the clm objective; a FIM
+    piece needs rows longer than :data:`PIECE_SLACK`; the infilling prompts need
+    :data:`INFILL_MIN_PROMPT_TOKENS` of ``max_length`` after ``infill_max_new_tokens``.
+
+    Example:
+        >>> check_fim_fits(FimArguments(fim_rate=0.5, infill_max_new_tokens=48), "clm", 32)
+        Traceback (most recent call last):
+        ...
+        ValueError: infilling needs max_length - infill_max_new_tokens >= 8 prompt tokens, but max_length 32 - infill_max_new_tokens 48 leaves -16; lower infill_max_new_tokens (to <= 24), raise max_length or set infill_cases 0
+    """
+    if objective not in ("clm",):
+        asked = [
+            f"{name} {getattr(fim_args, name)}" for name in ("fim_rate", "infill_cases") if getattr(fim_args, name)
+        ]
+        if asked:
+            raise ValueError(
+                f"{' and '.join(asked)}: fill-in-the-middle and the infilling report are for causal LMs; "
+                f"objective must be 'clm', got {objective!r} (or set fim_rate 0 and infill_cases 0)"
+            )
+        return
+    if fim_args.fim_rate > 0 and max_length - PIECE_SLACK < MIN_PIECE_TOKENS:
+        raise ValueError(
+            f"fim_rate > 0 cuts documents into pieces of max_length - {PIECE_SLACK} tokens, at least "
+            f"{MIN_PIECE_TOKENS} (one UTF-8 character can take 4 byte-level tokens); max_length {max_length} leaves "
+            f"{max_length - PIECE_SLACK}: raise max_length to >= {PIECE_SLACK + MIN_PIECE_TOKENS}"
+        )
+    budget = max_length - fim_args.infill_max_new_tokens
+    if fim_args.infill_cases and budget < INFILL_MIN_PROMPT_TOKENS:
+        raise ValueError(
+            f"infilling needs max_length - infill_max_new_tokens >= {INFILL_MIN_PROMPT_TOKENS} prompt tokens, but "
+            f"max_length {max_length} - infill_max_new_tokens {fim_args.infill_max_new_tokens} leaves {budget}; "
+            f"lower infill_max_new_tokens (to <= {max_length - INFILL_MIN_PROMPT_TOKENS}), raise max_length "
+            "or set infill_cases 0"
+        )
+
+
+def infilling_cases(split: datasets.Dataset, text_column: str, fim_args: FimArguments) -> list[InfillingCase]:
+    """The validation split's single-line infilling cases (none when ``infill_cases`` is 0), drawn before
+    training so that a split without a function body to hide fails in seconds, not after the run."""
+    if fim_args.infill_cases == 0:
+        return []
+    names = split["path"] if "path" in split.column_names else None
+    return single_line_cases(split[text_column], fim_args.infill_cases, fim_args.infill_seed, names=names)
 
 
 def _pieces_dataset(split: datasets.Dataset, tokenizer, text_column: str, max_tokens: int) -> datasets.Dataset:
@@ -179,10 +250,12 @@ def validation_infilling(
     text_column: str,
     fim_args: FimArguments,
     max_length: int,
+    cases: Sequence[InfillingCase] | None = None,
 ) -> dict[str, float]:
-    """:func:`infilling_metrics` on a validation split (cases named by its ``path`` column when it has one)."""
-    names = split["path"] if "path" in split.column_names else None
-    return infilling_metrics(model, tokenizer, split[text_column], fim_args, max_length, names=names)
+    """:func:`infilling_metrics` on a validation split (cases named by its ``path`` column when it has one);
+    ``cases``: those :func:`infilling_cases` drew from it already."""
+    cases = infilling_cases(split, text_column, fim_args) if cases is None else cases
+    return infilling_metrics(model, tokenizer, [], fim_args, max_length, cases=cases)
 
 
 def infilling_metrics(
@@ -192,15 +265,18 @@ def infilling_metrics(
     fim_args: FimArguments,
     max_length: int,
     names: Sequence[str] | None = None,
+    cases: Sequence[InfillingCase] | None = None,
 ) -> dict[str, float]:
     """Single-line infilling on ``texts`` (the validation files): ``validation_infill_<mode>_*`` metrics.
 
     Modes: ``psm``, ``spm`` and ``prefix_only`` for a FIM model (``fim_rate > 0``), ``prefix_only``
-    for a plain one. Empty when ``infill_cases`` is 0.
+    for a plain one. Empty when ``infill_cases`` is 0. ``cases``, when given, are used instead of
+    drawing them from ``texts``.
     """
     if fim_args.infill_cases == 0:
         return {}
-    cases = single_line_cases(texts, fim_args.infill_cases, fim_args.infill_seed, names=names)
+    if cases is None:
+        cases = single_line_cases(texts, fim_args.infill_cases, fim_args.infill_seed, names=names)
     modes = ("psm", "spm", "prefix_only") if fim_args.fim_rate > 0 else ("prefix_only",)
     metrics: dict[str, float] = {"validation_infill_samples": len(cases)}
     for mode in modes:

@@ -5,22 +5,41 @@ BERT or RoBERTa encoder for ``mlm``, a T5 encoder-decoder for span corruption (`
 ``bart`` use T5 or BART). With ``model_name_or_path`` it loads that checkpoint instead, through
 the normal ``from_pretrained`` path (a Hub id or a local folder).
 
+A model reads at most :func:`position_limit` tokens per row (its position table; none for T5's
+relative positions): :func:`check_positions` refuses a length past it by name, for the stock models
+built here and for a checkpoint's config alike, before anything is trained.
+
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> model = build_model("clm", tok, ModelArguments(hidden_size=32, num_hidden_layers=1))
     >>> type(model).__name__, model.config.vocab_size == len(tok)
     ('LlamaForCausalLM', True)
+    >>> position_limit(model.config), position_limit(transformers.T5Config())
+    (1024, None)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import transformers
+from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["OBJECTIVE_ARCHITECTURES", "ModelArguments", "build_model"]
+from hf_lmobj.validation import check_length, check_name, check_number
+
+__all__ = [
+    "OBJECTIVE_ARCHITECTURES",
+    "ModelArguments",
+    "build_model",
+    "resolve_model_type",
+    "position_limit",
+    "rotary_positions",
+    "model_position_limit",
+    "check_positions",
+]
 
 OBJECTIVE_ARCHITECTURES = {
     "clm": ("llama", "gpt2"),
@@ -52,13 +71,19 @@ class ModelArguments:
     attn_implementation: str = field(default="sdpa", metadata={"help": "eager | sdpa | flash_attention_2."})
 
     def __post_init__(self) -> None:
+        self.model_name_or_path = check_name(self.model_name_or_path, "model_name_or_path", optional=True)
+        known = sorted({name for names in OBJECTIVE_ARCHITECTURES.values() for name in names} | {"electra"})
+        if self.model_type is not None and self.model_type not in known:
+            raise ValueError(
+                f"model_type must be one of {known} (or None: the objective's first), got {self.model_type!r}"
+            )
         for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+            setattr(self, name, check_length(getattr(self, name), name, 1))
+        self.intermediate_size = check_length(self.intermediate_size, "intermediate_size", 1, optional=True)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError("hidden_size must be a multiple of num_attention_heads")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        self.dropout = check_number(self.dropout, "dropout", 0.0, 1.0, high_open=True)
+        self.attn_implementation = check_name(self.attn_implementation, "attn_implementation")
 
 
 def build_model(
@@ -66,6 +91,22 @@ def build_model(
 ) -> PreTrainedModel:
     """A stock model for ``objective``: loaded from ``args.model_name_or_path`` or built from config."""
     args = args or ModelArguments()
+    model_type = resolve_model_type(objective, args)
+    auto = {"clm": transformers.AutoModelForCausalLM, "mlm": transformers.AutoModelForMaskedLM}
+    auto_class = auto.get(objective, transformers.AutoModelForSeq2SeqLM)
+    if args.model_name_or_path:
+        return auto_class.from_pretrained(args.model_name_or_path, attn_implementation=args.attn_implementation)
+    config = _small_config(model_type, tokenizer, args)
+    return auto_class.from_config(config, attn_implementation=args.attn_implementation)
+
+
+def resolve_model_type(objective: str, args: ModelArguments) -> str:
+    """``args.model_type``, or the objective's first architecture; refused when it does not fit ``objective``.
+
+    Example:
+        >>> resolve_model_type("clm", ModelArguments()), resolve_model_type("span", ModelArguments())
+        ('llama', 't5')
+    """
     if objective not in OBJECTIVE_ARCHITECTURES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVE_ARCHITECTURES)}, got {objective!r}")
     model_type = args.model_type or OBJECTIVE_ARCHITECTURES[objective][0]
@@ -74,12 +115,7 @@ def build_model(
             f"model_type {model_type!r} does not fit objective {objective!r}; "
             f"use one of {OBJECTIVE_ARCHITECTURES[objective]}"
         )
-    auto = {"clm": transformers.AutoModelForCausalLM, "mlm": transformers.AutoModelForMaskedLM}
-    auto_class = auto.get(objective, transformers.AutoModelForSeq2SeqLM)
-    if args.model_name_or_path:
-        return auto_class.from_pretrained(args.model_name_or_path, attn_implementation=args.attn_implementation)
-    config = _small_config(model_type, tokenizer, args)
-    return auto_class.from_config(config, attn_implementation=args.attn_implementation)
+    return model_type
 
 
 def _small_config(model_type: str, tok: PreTrainedTokenizerBase, a: ModelArguments):
@@ -156,6 +192,53 @@ def _small_config(model_type: str, tok: PreTrainedTokenizerBase, a: ModelArgumen
         forced_eos_token_id=tok.eos_token_id,
         **special,
     )
+
+
+#: Model types whose position ids start after the padding index (``padding_idx + 1``): fewer usable positions.
+_PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+def position_limit(config: Any) -> int | None:
+    """Longest row a model of ``config`` reads (its ``max_position_embeddings`` / ``n_positions``), None
+    when its positions are relative (T5); RoBERTa's table loses the ``pad_token_id + 1`` rows below its first id.
+
+    Example:
+        >>> position_limit(transformers.GPT2Config(n_positions=32))
+        32
+        >>> position_limit(transformers.RobertaConfig(max_position_embeddings=66, pad_token_id=1))
+        64
+    """
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if limit is None:
+        return None
+    if getattr(config, "model_type", None) in _PADDING_OFFSET_POSITIONS:
+        limit -= (getattr(config, "pad_token_id", None) or 0) + 1
+    return int(limit)
+
+
+def rotary_positions(config: Any) -> bool:
+    """Whether positions are rotary (Llama): nothing fails past the limit, the model only never saw such positions."""
+    return getattr(config, "rope_parameters", None) is not None or getattr(config, "rope_theta", None) is not None
+
+
+def model_position_limit(model: nn.Module) -> int | None:
+    """The smallest :func:`position_limit` of the stock models inside ``model`` (an MTP / ELECTRA wrapper too)."""
+    limits = [position_limit(m.config) for m in model.modules() if isinstance(m, PreTrainedModel)]
+    known = [limit for limit in limits if limit is not None]
+    return min(known) if known else None
+
+
+def check_positions(needed: int, limit: int | None, what: str, fix: str) -> None:
+    """Refuse ``needed`` positions (``what`` says for what) past a model's ``limit``; ``fix`` says how to fit.
+
+    Example:
+        >>> check_positions(128, 32, "max_length 128", "raise max_position_embeddings or lower max_length")
+        Traceback (most recent call last):
+        ...
+        ValueError: max_length 128 needs 128 positions but the model has 32 (max_position_embeddings); raise max_position_embeddings or lower max_length
+    """
+    if limit is not None and needed > limit:
+        raise ValueError(f"{what} needs {needed} positions but the model has {limit} (max_position_embeddings); {fix}")
 
 
 def _round_up(value: int, multiple: int) -> int:

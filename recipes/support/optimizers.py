@@ -49,8 +49,11 @@ class OptimizerArguments:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if isinstance(self.muon_momentum, bool) or not isinstance(self.muon_momentum, (int, float)):
+            raise TypeError(f"muon_momentum must be a number in [0, 1), got {self.muon_momentum!r}")
         if not 0 <= self.muon_momentum < 1:
             raise ValueError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}")
+        self.muon_momentum = float(self.muon_momentum)
 
 
 def optimizer_cls_and_kwargs(args: OptimizerArguments, train_args: TrainingArguments) -> tuple[Any, dict] | None:

@@ -31,12 +31,16 @@ class PhaseTimer:
 
     clock: Callable[[], float] = time.perf_counter
     seconds: dict[str, float] = field(default_factory=dict)
+    failed_phase: str | None = None  # the innermost phase an exception left, for the error that reports it
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         start = self.clock()
         try:
             yield
+        except BaseException:
+            self.failed_phase = self.failed_phase or name
+            raise
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + self.clock() - start
 

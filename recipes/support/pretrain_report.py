@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -22,17 +21,25 @@ import torch
 
 from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
+from hf_lmobj.recipes.support.after_training import write_metrics
 from hf_lmobj.recipes.support.auxiliary_pretraining import auxiliary_hyperparameters
 from hf_lmobj.recipes.support.cards import write_model_card
 from hf_lmobj.recipes.support.compression import compression_bits_per_byte
 from hf_lmobj.recipes.support.fim_pretraining import print_fim_comparison
+from hf_lmobj.recipes.support.models import check_positions
 from hf_lmobj.recipes.support.ngram import KneserNeyLM
 from hf_lmobj.recipes.support.phase_timer import PhaseTimer
 from hf_lmobj.recipes.support.pretraining import CAUSAL_OBJECTIVES
+from hf_lmobj.recipes.support.run_checks import SEED_LIMIT
 from hf_lmobj.recipes.support.time_budget import StepBudget
+from hf_lmobj.validation import check_length, check_number
 
 __all__ = [
+    "NGRAM_MAX_ORDER",
     "ReportArguments",
+    "check_ngram_orders",
+    "check_seed",
+    "check_report_fits",
     "PretrainRun",
     "baseline_key",
     "score_validation_texts",
@@ -40,6 +47,9 @@ __all__ = [
     "sample_continuation",
     "write_and_report",
 ]
+
+#: The highest Kneser-Ney order the report fits: each order adds a count table as large as the training tokens.
+NGRAM_MAX_ORDER = 16
 
 
 @dataclass
@@ -63,6 +73,95 @@ class ReportArguments:
     sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
     sample_top_p: float = field(default=0.9, metadata={"help": "Nucleus of the sampled continuation."})
     sample_seed: int = field(default=0, metadata={"help": "Seed of the sampled continuation."})
+
+    def __post_init__(self) -> None:
+        self.eval_batch_size = check_length(self.eval_batch_size, "eval_batch_size", 1, "windows per forward pass")
+        self.eval_max_length = check_length(
+            self.eval_max_length,
+            "eval_max_length",
+            2,
+            "a token and the one it predicts; None = max_length",
+            optional=True,
+        )
+        self.eval_stride = check_length(self.eval_stride, "eval_stride", 1, "None = window // 2", optional=True)
+        if (
+            self.eval_stride is not None
+            and self.eval_max_length is not None
+            and self.eval_stride > self.eval_max_length
+        ):
+            raise ValueError(
+                f"eval_stride {self.eval_stride} must be <= eval_max_length {self.eval_max_length} "
+                "(new tokens scored per window); lower eval_stride"
+            )
+        self.ngram_orders = check_ngram_orders(self.ngram_orders)
+        if not isinstance(self.sample_prompt, str):
+            raise TypeError(f"sample_prompt must be a string, got {self.sample_prompt!r}")
+        self.sample_max_new_tokens = check_length(self.sample_max_new_tokens, "sample_max_new_tokens", 1)
+        self.sample_top_p = check_number(
+            self.sample_top_p, "sample_top_p", 0.0, 1.0, low_open=True, hint="the nucleus mass; 1 = off"
+        )
+        self.sample_seed = check_seed(self.sample_seed, "sample_seed")
+
+
+def check_ngram_orders(orders: Any) -> list[int]:
+    """Kneser-Ney orders: a list of distinct ints in ``[1, NGRAM_MAX_ORDER]``; ``[]`` = no n-gram baseline.
+
+    Example:
+        >>> check_ngram_orders([5, 3])
+        [5, 3]
+        >>> check_ngram_orders([0])
+        Traceback (most recent call last):
+        ...
+        ValueError: ngram_orders[0] must be an int >= 1 (a 1-gram is the unigram; [] = no n-gram baseline), got 0
+    """
+    if isinstance(orders, (str, bytes)) or not isinstance(orders, (list, tuple)):
+        raise TypeError(f"ngram_orders must be a list of ints such as [3, 4, 5] ([] = none), got {orders!r}")
+    checked = [
+        check_length(order, f"ngram_orders[{i}]", 1, "a 1-gram is the unigram; [] = no n-gram baseline")
+        for i, order in enumerate(orders)
+    ]
+    too_long = [order for order in checked if order > NGRAM_MAX_ORDER]
+    if too_long:
+        raise ValueError(
+            f"ngram_orders {too_long} exceed {NGRAM_MAX_ORDER}: each order adds a count table as large as the "
+            "training tokens; use orders up to 5 or so (the best is usually 3 to 5)"
+        )
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"ngram_orders lists an order twice: {checked}; list each once")
+    return checked
+
+
+def check_seed(value: Any, field: str) -> int:
+    """A seed: an int in ``[0, 2**32)`` (numpy's ``set_seed`` range, used by every seed of a run)."""
+    seed = check_length(value, field, 0, "a seed")
+    if seed >= SEED_LIMIT:
+        raise ValueError(f"{field} must be an int in [0, 2**32) (numpy's seed range), got {seed}")
+    return seed
+
+
+def check_report_fits(report_args: ReportArguments, max_length: int, limit: int | None, rotary: bool,
+                      prompt_tokens: int = 1) -> None:  # fmt: skip
+    """The scoring windows and the sampled continuation against the rows (``max_length``) and the model's
+    ``limit`` positions (None: no limit), before anything is trained.
+
+    The scoring window (``eval_max_length``, else ``max_length``) must fit the model and hold the
+    stride. The sample (``prompt_tokens`` + ``sample_max_new_tokens``) must fit a position table
+    (GPT-2: past it the embedding lookup fails); rotary positions (Llama) have no table to overrun,
+    so a sample may run past ``limit`` there.
+    """
+    window = report_args.eval_max_length or max_length
+    stride = report_args.eval_stride
+    if stride is not None and stride > window:
+        raise ValueError(
+            f"eval_stride {stride} must be <= the scoring window {window} (eval_max_length, else max_length): "
+            "it counts the new tokens scored per window; lower eval_stride"
+        )
+    check_positions(window, limit, f"the scoring window (eval_max_length, else max_length) {window}",
+                    "lower eval_max_length (or max_length), or raise max_position_embeddings")  # fmt: skip
+    if not rotary:
+        needed = prompt_tokens + report_args.sample_max_new_tokens
+        check_positions(needed, limit, f"the sample ({prompt_tokens} prompt tokens + sample_max_new_tokens "
+                        f"{report_args.sample_max_new_tokens})", "lower sample_max_new_tokens")  # fmt: skip
 
 
 @dataclass
@@ -145,10 +244,10 @@ def sample_continuation(model, tokenizer, report_args: ReportArguments) -> str:
 
 
 def write_and_report(run: PretrainRun, metrics: dict, baselines: dict[str, float], sample: str | None) -> None:
-    """Write the tokenizer, ``metrics.json`` and the model card into ``output_dir``, then print the report."""
+    """Write ``metrics.json`` and the model card into ``output_dir``, then print the report (the model and
+    the tokenizer are there already: :func:`~hf_lmobj.recipes.support.after_training.save_trained_model`)."""
     output = Path(run.trainer.args.output_dir)
-    run.tokenizer.save_pretrained(output)
-    (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_metrics(output, metrics)
     _write_card(run, metrics, output)
     print(f"\n== {run.data_args.objective} run written to {output}")
     for key, value in metrics.items():
@@ -186,7 +285,7 @@ def _write_card(run: PretrainRun, metrics: dict, output: Path) -> None:
         objective=run.data_args.objective,
         metrics=metrics,
         hyperparameters=hyperparameters,
-        model_name=output.name,
+        model_name=output.resolve().name,  # "." names the folder it is
         dataset_name=run.data_args.dataset_name or "python-stdlib",
         base_model=run.model_args.model_name_or_path,
         log_history=trainer.state.log_history,

@@ -18,21 +18,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from hf_lmobj.collators._seeding import CollatorEpochCallback
 from hf_lmobj.collators.document_pieces import split_documents
-from hf_lmobj.corpus import tokenize_corpus
+from hf_lmobj.corpus import SPECIAL_TOKENS, tokenize_corpus
+from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 
 __all__ = [
     "CAUSAL_OBJECTIVES",
     "MASKED_OBJECTIVES",
     "SEQ2SEQ_OBJECTIVES",
     "OBJECTIVES",
+    "MASKED_PAD_MULTIPLE",
     "DataArguments",
+    "row_positions",
     "ObjectiveData",
     "prepare_objective_data",
     "eval_subset",
@@ -42,6 +45,9 @@ CAUSAL_OBJECTIVES = ("clm",)
 MASKED_OBJECTIVES = ("mlm",)
 SEQ2SEQ_OBJECTIVES = ("span", "ul2")
 OBJECTIVES = (*CAUSAL_OBJECTIVES, *MASKED_OBJECTIVES, *SEQ2SEQ_OBJECTIVES)
+#: mlm rows are padded to a multiple of this (tensor-core friendly shapes): a row of max_length tokens fills
+#: ``row_positions(objective, max_length)`` positions.
+MASKED_PAD_MULTIPLE = 8
 
 
 @dataclass
@@ -106,13 +112,36 @@ class DataArguments:
         },
     )
 
+    #: What a YAML config may give beyond the annotations (config_parsing): ``sources`` as a YAML list.
+    YAML_TYPES: ClassVar[dict[str, Any]] = {"sources": str | list[dict[str, Any]] | None}
+
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        if self.max_length <= 1:
-            raise ValueError(f"max_length must be at least 2, got {self.max_length}")
-        if self.max_eval_rows is not None and self.max_eval_rows <= 0:
-            raise ValueError("max_eval_rows must be positive or None")
+        for name in ("dataset_name", "dataset_config", "tokenizer_name", "token_store"):
+            setattr(self, name, check_name(getattr(self, name), name, optional=True))
+        self.text_column = check_name(self.text_column, "text_column")
+        self.validation_fraction = check_number(
+            self.validation_fraction, "validation_fraction", 0.0, 1.0, low_open=True, high_open=True,
+            hint="the held-out share of the documents (0 leaves no validation text, 1 no training text)",
+        )  # fmt: skip
+        self.max_documents = check_length(self.max_documents, "max_documents", 1, "None = all", optional=True)
+        if self.tokenizer_name is None:
+            least = 256 + len(SPECIAL_TOKENS)
+            self.vocab_size = check_length(self.vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
+        self.max_length = check_length(self.max_length, "max_length", 2, "a token and the next one")
+        self.max_eval_rows = check_length(self.max_eval_rows, "max_eval_rows", 1, "None = all", optional=True)
+        if self.objective in MASKED_OBJECTIVES:
+            self.mlm_probability = check_number(self.mlm_probability, "mlm_probability", 0.0, 1.0, low_open=True,
+                                                hint="the share of tokens selected (BERT: 0.15)")  # fmt: skip
+        if self.objective == "span":
+            self.noise_density = check_number(self.noise_density, "noise_density", 0.0, 1.0, low_open=True,
+                                              high_open=True, hint="the share of tokens corrupted (T5: 0.15)")  # fmt: skip
+            self.mean_noise_span_length = check_number(
+                self.mean_noise_span_length, "mean_noise_span_length", 1.0, hint="T5 uses 3.0"
+            )
+        for name in ("whole_word_mask", "streaming", "ignore_data_fingerprint"):
+            setattr(self, name, check_flag(getattr(self, name), name))
         self.sources = _parse_sources(self.sources)
         for name in ("block_documents", "max_validation_documents", "report_sample_tokens"):
             value = getattr(self, name)
@@ -122,6 +151,19 @@ class DataArguments:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if self.token_store and self.sources:
             raise ValueError("give token_store or sources, not both (a token store can be one of the sources)")
+
+
+def row_positions(objective: str, max_length: int) -> int:
+    """Positions a row of ``max_length`` tokens fills in the model: ``max_length`` (clm), rounded up to
+    :data:`MASKED_PAD_MULTIPLE` (mlm), the encoder's ``max_length`` (span, ul2).
+
+    Example:
+        >>> row_positions("clm", 100), row_positions("mlm", 100)
+        (100, 104)
+    """
+    if objective in MASKED_OBJECTIVES:
+        return -(-max_length // MASKED_PAD_MULTIPLE) * MASKED_PAD_MULTIPLE
+    return max_length
 
 
 def _parse_sources(value: Any) -> list[dict[str, Any]] | None:
@@ -222,7 +264,7 @@ def _masked_data(tokenizer, splits, args: DataArguments, model, seed: int) -> Ob
         whole_word_mask=args.whole_word_mask,
         seed=seed,
         max_length=args.max_length,
-        pad_to_multiple_of=8,
+        pad_to_multiple_of=MASKED_PAD_MULTIPLE,
     )
     return _split_data(
         tokenizer,

@@ -50,6 +50,7 @@ from hf_lmobj.trainer.checkpoints import (
     load_checkpoint_weights,
     trained_max_steps,
 )
+from hf_lmobj.validation import check_flag
 
 __all__ = [
     "RUN_DECISIONS_NAME",
@@ -89,6 +90,10 @@ class ResumeArguments:
             "may be missing."
         },
     )
+
+    def __post_init__(self) -> None:
+        for name in ("overwrite_output_dir", "weights_only_restart"):
+            setattr(self, name, check_flag(getattr(self, name), name))
 
 
 @dataclass(frozen=True)

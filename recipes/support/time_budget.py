@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from hf_lmobj.validation import check_length, check_number
+
 __all__ = [
     "STEP_OVERHEAD",
     "STEP_FIXED_SECONDS",
@@ -80,7 +82,21 @@ def steps_within(
     overhead: float = STEP_OVERHEAD,
     fixed: float = STEP_FIXED_SECONDS,
 ) -> int:
-    """Loop steps (``seconds_per_step * overhead + fixed``) that fit in ``seconds``, at least 1, at most ``max_steps``."""
+    """Loop steps (``seconds_per_step * overhead + fixed``) that fit in ``seconds``, at least 1, at most ``max_steps``.
+
+    Every argument is checked first: finite numbers >= 0 (``overhead`` >= 1), ``max_steps`` an int >= 1.
+
+    Example:
+        >>> steps_within(float("nan"), seconds_per_step=1.0, max_steps=10)
+        Traceback (most recent call last):
+        ...
+        ValueError: seconds must be a finite number in [0, inf), got nan; the training budget in seconds
+    """
+    seconds = check_number(seconds, "seconds", 0.0, hint="the training budget in seconds")
+    seconds_per_step = check_number(seconds_per_step, "seconds_per_step", 0.0, hint="a timed step")
+    max_steps = check_length(max_steps, "max_steps", 1, "the most steps the budget may keep")
+    overhead = check_number(overhead, "overhead", 1.0, hint="a share on top of the timed step")
+    fixed = check_number(fixed, "fixed", 0.0, hint="seconds on top of the timed step")
     per_step = seconds_per_step * overhead + fixed
     if per_step <= 0:
         return max_steps
@@ -146,7 +162,9 @@ def fit_max_steps_to_budget(trainer, minutes: float, repeats: int = 4) -> StepBu
     requested = trainer.args.max_steps
     if requested <= 0:
         raise ValueError("max_train_minutes needs max_steps > 0 (the most steps the budget may keep)")
-    seconds = minutes * 60.0
+    minutes = check_number(minutes, "max_train_minutes", 0.0, low_open=True, hint="the training budget in minutes")
+    seconds = check_number(minutes * 60.0, "max_train_minutes * 60", 0.0, hint="a finite number of seconds")
+    repeats = check_length(repeats, "repeats", 1, "timed passes")
     update = time_optimizer_step(trainer)
     first = time_training_steps(trainer, 1)[0] + update
     per_step = first
