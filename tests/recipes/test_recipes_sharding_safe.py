@@ -26,7 +26,9 @@ COLLECTIVES = {
     "generate",
     "score_texts",
     "score_shard",
-    "masked_token_accuracy",
+    "target_token_accuracy",
+    "pipeline_token_counts",
+    "close_distributed",
     "get_state_dict",
     "full_state_dict",
     "gather",
@@ -83,6 +85,32 @@ def test_no_collective_runs_inside_a_main_process_block(recipe):
         if isinstance(node, ast.If) and _main_only(node.test):
             found = _calls(node.body, functions, set()) & COLLECTIVES
             assert not found, f"{recipe.name}:{node.lineno} calls {sorted(found)} on the main process only"
+
+
+def test_every_collective_named_is_a_real_callable():
+    """A renamed collective would leave a name that matches nothing: the check would pass vacuously."""
+    import accelerate
+    import torch.distributed as dist
+    from transformers import Trainer
+
+    import hf_lmobj.metrics.scoring
+    import hf_lmobj.metrics.token_statistics
+    import hf_lmobj.trainer.objective_trainer
+    import hf_lmobj.trainer.sharding
+    import hf_lmobj.trainer.teardown
+
+    homes = [Trainer, accelerate.Accelerator, dist, hf_lmobj.metrics.scoring, hf_lmobj.metrics.token_statistics,
+             hf_lmobj.trainer.objective_trainer.ObjectiveTrainer, hf_lmobj.trainer.sharding, hf_lmobj.trainer.teardown]  # fmt: skip
+    recipe_functions = {f.name for module in (*SUPPORT, *RECIPES) for f in ast.walk(ast.parse(module.read_text()))
+                        if isinstance(f, ast.FunctionDef)}  # fmt: skip
+    missing = [n for n in COLLECTIVES if n not in recipe_functions and not any(hasattr(h, n) for h in homes)]
+    assert not missing, f"COLLECTIVES names {missing}, which no longer exist"
+
+
+def test_the_pretrain_recipe_has_main_process_blocks_to_check():
+    tree = ast.parse((ROOT / "recipes" / "pretrain.py").read_text())
+    blocks = [n for n in ast.walk(tree) if isinstance(n, ast.If) and _main_only(n.test)]
+    assert blocks, "no main-process block found: the check above would be vacuous for pretrain.py"
 
 
 def test_the_check_catches_a_rank_zero_save():
