@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from hf_lmobj.collators._layout import (
+from hf_lmobj.collators.packing import (
     block_attention_mask,
     document_ids_from_position_ids,
     flash_attention_kwargs,

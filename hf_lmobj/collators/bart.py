@@ -28,7 +28,7 @@ from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators._features import refuse_numpy_call, token_ids
 from hf_lmobj.collators._noise import random_segmentation
-from hf_lmobj.collators._seeding import example_seeds, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     pad_rows,
     required_token_id,

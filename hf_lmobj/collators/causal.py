@@ -70,7 +70,7 @@ from hf_lmobj.collators._attention import (
 )
 from hf_lmobj.collators._causal_features import FlatFeatures, read_features
 from hf_lmobj.collators._features import refuse_numpy_call
-from hf_lmobj.collators._rows import (
+from hf_lmobj.collators.rows import (
     MIN_ROW_LENGTH,
     ROW_NEEDS,
     Layout,

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hf_lmobj.collators._rows import MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
+from hf_lmobj.collators.rows import MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.validation import check_length, id_column
 

@@ -2,7 +2,7 @@
 
 Fill-in-the-middle (Bavarian et al. 2022) trains one causal model to both continue and infill:
 a share of the documents is cut into prefix / middle / suffix and re-ordered around sentinel tokens
-(:mod:`hf_lmobj.collators._fim_transform`). The order matters: the transform runs on each document
+(:mod:`hf_lmobj.collators.fim_transform`). The order matters: the transform runs on each document
 *first*, and only then are the documents padded or packed, by a
 :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` that this collator holds (composition,
 not inheritance). So a FIM span never crosses documents, packed documents stay isolated
@@ -24,7 +24,7 @@ Two ways in, both seeded by ``(seed, epoch, example)``:
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
-    >>> from hf_lmobj.collators._fim_format import fim_token_ids
+    >>> from hf_lmobj.collators.fim_format import fim_token_ids
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> docs = [{"input_ids": [tok.bos_token_id, *tok(t)["input_ids"], tok.eos_token_id], "text": t}
     ...         for t in ("x = 1\\n", "def f():\\n    pass\\n")]
@@ -47,10 +47,10 @@ from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators._features import check_feature_mapping, refuse_numpy_call
-from hf_lmobj.collators._fim_format import FimTokens
-from hf_lmobj.collators._fim_transform import TEXT_LEVELS, FimTransform
-from hf_lmobj.collators._seeding import INDEX_KEYS, resolve_seed
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.collators.fim_format import FimTokens
+from hf_lmobj.collators.fim_transform import TEXT_LEVELS, FimTransform
+from hf_lmobj.collators.seeding import INDEX_KEYS, resolve_seed
 from hf_lmobj.validation import check_return_tensors
 
 __all__ = ["DatasetT", "DataCollatorForFillInTheMiddle", "fim_dataset"]

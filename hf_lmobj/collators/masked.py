@@ -5,7 +5,7 @@ corrupts with the pure functions of :mod:`hf_lmobj.collators._masking`, then lay
 in rows: one row per example (padding mode) or several documents per row (``packing=True``).
 
 Reproducibility: with ``seed`` set, each example gets its own seed from ``(seed, epoch,
-example)`` (:mod:`hf_lmobj.collators._seeding`: the feature's ``idx`` / ``index``, else a hash of
+example)`` (:mod:`hf_lmobj.collators.seeding`: the feature's ``idx`` / ``index``, else a hash of
 its tokens) and each token's uniforms are a counter-based function of that seed and the token's
 position (:func:`~hf_lmobj.collators._masking.counter_uniforms`), so a mask does not depend on the
 batch, ``num_workers``, world size or the resume point. Advance the epoch with
@@ -60,13 +60,13 @@ from hf_lmobj.collators._attention import (
     is_flash_attention,
 )
 from hf_lmobj.collators._features import refuse_numpy_call
-from hf_lmobj.collators._layout import (
+from hf_lmobj.collators.packing import (
     best_fit_decreasing,
     block_attention_mask,
     chunk_lengths,
     flash_attention_kwargs,
 )
-from hf_lmobj.collators._seeding import example_seeds, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.validation import (
     check_column_range,
     check_count,
@@ -248,7 +248,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     def _uniforms(self, features, ids, starts, lengths) -> torch.Tensor:
         """(2, N) float64: row 0 selects, row 1 picks mask / random (and which id) / keep.
 
-        One seed per example from :func:`~hf_lmobj.collators._seeding.example_seeds` (its index,
+        One seed per example from :func:`~hf_lmobj.collators.seeding.example_seeds` (its index,
         else its own tokens; a fresh base seed per call when ``seed`` is None), then counter-based
         uniforms for every token of the batch at once.
         """

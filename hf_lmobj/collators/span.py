@@ -43,7 +43,7 @@ from hf_lmobj.collators._noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
-from hf_lmobj.collators._seeding import example_seeds, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import (
     check_count,
@@ -255,7 +255,7 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         return tokens
 
     def _generators(self, features: Sequence[Mapping[str, Any]], seed: int) -> list[torch.Generator]:
-        """One generator per feature from :func:`~hf_lmobj.collators._seeding.example_seeds`."""
+        """One generator per feature from :func:`~hf_lmobj.collators.seeding.example_seeds`."""
         return [torch.Generator().manual_seed(s) for s in example_seeds(features, seed, self.epoch)]
 
     def _corrupt_whole(self, tokens: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,7 +11,7 @@ output is the same as :class:`~hf_lmobj.collators.span.DataCollatorForSpanCorrup
 With ``decoder_only=True`` input and target form one sequence ``[mode] inputs targets``; ``labels``
 are -100 on the prefix and ``attention_mask`` is a 4D additive float mask ``(B, 1, T, T)``
 (0.0 = may attend, ``finfo.min`` = blocked, the convention of
-:mod:`hf_lmobj.collators._layout`) that is causal over the target and bidirectional over the
+:mod:`hf_lmobj.collators.packing`) that is causal over the target and bidirectional over the
 prefix; pass it to a model whose attention takes a custom 4D mask (eager / sdpa).
 
 Example:
@@ -39,7 +39,7 @@ from hf_lmobj.collators._noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
-from hf_lmobj.collators._seeding import example_seeds, resolve_seed
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     check_enough_sentinels,
     feature_tokens,

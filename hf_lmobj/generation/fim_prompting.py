@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedTokenizerBase
 
-from hf_lmobj.collators._fim_format import FimTokens, fim_layout, fim_token_ids
+from hf_lmobj.collators.fim_format import FimTokens, fim_layout, fim_token_ids
 from hf_lmobj.generation.token_healing import LeadLogitsProcessor, heal_prompts
 from hf_lmobj.plain_text import check_texts, encode_plain, special_ids
 from hf_lmobj.validation import check_flag, check_length, check_token_id, id_sequence

@@ -56,8 +56,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessorList, PreTrainedTokenizerBase
 
-from hf_lmobj.collators._fim_format import fim_layout, fim_token_ids
-from hf_lmobj.collators._fim_transform import line_starts
+from hf_lmobj.collators.fim_format import fim_layout, fim_token_ids
+from hf_lmobj.collators.fim_transform import line_starts
 from hf_lmobj.generation.fim_prompting import (
     check_model_vocabulary,
     fim_generate_kwargs,

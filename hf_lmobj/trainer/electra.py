@@ -9,7 +9,7 @@ One step on a ``DataCollatorForMaskedLM`` batch (``input_ids`` corrupted at the 
    ``sampling_temperature``, Gumbel-max, no gradient: token ids are not differentiable, and the
    logits are detached), from generators keyed by ``(seed, step, row)`` only, so a row gets the
    same draws whatever batch, accumulation split or process it lands in
-   (:mod:`hf_lmobj.collators._seeding`);
+   (:mod:`hf_lmobj.collators.seeding`);
 3. the discriminator (``ElectraForPreTraining``) reads the original text with those samples put in
    and predicts, for every real token, whether it was replaced. Its label is
    ``replaced_input != original``: a sample equal to the original token (a generator hit) counts as
@@ -73,7 +73,7 @@ from transformers import (
 )
 from transformers.utils import ModelOutput
 
-from hf_lmobj.collators._seeding import example_generator, example_key
+from hf_lmobj.collators.seeding import example_generator, example_key
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.losses.functional import token_losses
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions

@@ -68,7 +68,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
 )
 
-from hf_lmobj.collators._layout import block_attention_mask
+from hf_lmobj.collators.packing import block_attention_mask
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.trainer.mtp_targets import (
     count_multi_token_targets,

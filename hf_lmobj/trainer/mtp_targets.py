@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_lmobj.collators._layout import document_ids_from_position_ids
+from hf_lmobj.collators.packing import document_ids_from_position_ids
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.trainer.objectives import objective_targets
 from hf_lmobj.validation import check_id_range, check_labels, check_length

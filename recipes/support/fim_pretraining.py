@@ -42,11 +42,11 @@ from typing import Any
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.collators._fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.dataset_packing import pack_dataset
 from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.collators.fim import fim_dataset
+from hf_lmobj.collators.fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.metrics.infilling import InfillingCase, evaluate_infilling, single_line_cases
 from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
 from hf_lmobj.recipes.support.pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data

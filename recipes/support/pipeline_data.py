@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.collators._fim_transform import FimTransform
+from hf_lmobj.collators.fim_transform import FimTransform
 from hf_lmobj.corpus import load_stdlib_corpus
 from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
 from hf_lmobj.data.token_store import TokenStore

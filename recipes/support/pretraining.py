@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
-from hf_lmobj.collators._seeding import CollatorEpochCallback
 from hf_lmobj.collators.document_pieces import split_documents
+from hf_lmobj.collators.seeding import CollatorEpochCallback
 from hf_lmobj.corpus import SPECIAL_TOKENS, tokenize_corpus
 from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 

@@ -25,8 +25,8 @@ from transformers import (
     OPTForCausalLM,
 )
 
-from hf_lmobj.collators._layout import chunk_lengths
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.collators.packing import chunk_lengths
 
 IMPLS = ("eager", "sdpa")
 KINDS = ("gpt2", "llama")

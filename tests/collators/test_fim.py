@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from hf_lmobj.collators._fim_format import FimTokens, fim_mode, fim_token_ids, undo_fim
-from hf_lmobj.collators._fim_transform import FimDraw, FimTransform
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.dataset_packing import pack_dataset
 from hf_lmobj.collators.fim import DataCollatorForFillInTheMiddle, fim_dataset
+from hf_lmobj.collators.fim_format import FimTokens, fim_mode, fim_token_ids, undo_fim
+from hf_lmobj.collators.fim_transform import FimDraw, FimTransform
 from hf_lmobj.corpus import FIM_TOKENS, build_tokenizer
 
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from hf_lmobj.collators._fim_format import fim_token_ids, undo_fim
-from hf_lmobj.collators._fim_transform import FimDraw, FimTransform
 from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.collators.fim import DataCollatorForFillInTheMiddle, fim_dataset
+from hf_lmobj.collators.fim_format import fim_token_ids, undo_fim
+from hf_lmobj.collators.fim_transform import FimDraw, FimTransform
 from hf_lmobj.data.transforms import FimPieces
 from hf_lmobj.plain_text import encode_plain, special_ids
 

@@ -17,9 +17,9 @@ from transformers import (
     TrainingArguments,
 )
 
-from hf_lmobj.collators._seeding import CollatorEpochCallback
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
+from hf_lmobj.collators.seeding import CollatorEpochCallback
 
 #: select every eligible token and keep it as is: the inputs come out unchanged (layout tests)
 UNCHANGED = {"mlm_probability": 1.0, "mask_replace_prob": 0.0, "random_replace_prob": 0.0}

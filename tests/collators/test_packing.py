@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hf_lmobj.collators._layout import (
+from hf_lmobj.collators.packing import (
     best_fit_decreasing,
     block_attention_mask,
     chunk_lengths,

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from hf_lmobj.collators._seeding import example_seeds
 from hf_lmobj.collators.bart import DataCollatorForTextInfilling
 from hf_lmobj.collators.fim import DataCollatorForFillInTheMiddle
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
+from hf_lmobj.collators.seeding import example_seeds
 from hf_lmobj.collators.span import DataCollatorForSpanCorruption
 from hf_lmobj.collators.ul2 import DataCollatorForUL2
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from hf_lmobj.collators._fim_format import FimTokens, fim_token_ids
-from hf_lmobj.collators._fim_transform import FimDraw, FimTransform
+from hf_lmobj.collators.fim_format import FimTokens, fim_token_ids
+from hf_lmobj.collators.fim_transform import FimDraw, FimTransform
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids, fim_prompts, infill, left_padded, middle_ids
 from hf_lmobj.generation.token_healing import heal_prompts
 from hf_lmobj.recipes.support.models import ModelArguments, build_model

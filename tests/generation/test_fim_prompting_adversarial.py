@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from hf_lmobj.collators._fim_format import fim_token_ids
+from hf_lmobj.collators.fim_format import fim_token_ids
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids, fim_prompts, infill, left_padded, middle_ids
 from hf_lmobj.plain_text import encode_plain, special_ids
 from tests.testing_utils import tiny_gpt2

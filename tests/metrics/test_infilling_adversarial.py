@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_lmobj.collators._fim_format import fim_token_ids
+from hf_lmobj.collators.fim_format import fim_token_ids
 from hf_lmobj.metrics.infilling import (
     InfillingCase,
     _prompts,

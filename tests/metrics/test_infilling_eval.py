@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hf_lmobj.collators._fim_format import fim_token_ids
+from hf_lmobj.collators.fim_format import fim_token_ids
 from hf_lmobj.generation.fim_prompting import fim_prompts
 from hf_lmobj.metrics.infilling import (
     InfillingCase,

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hf_lmobj.collators._fim_format import fim_mode, fim_token_ids, undo_fim
 from hf_lmobj.collators.document_pieces import document_pieces
+from hf_lmobj.collators.fim_format import fim_mode, fim_token_ids, undo_fim
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids
 from hf_lmobj.recipes.support.cards import write_model_card
 from hf_lmobj.recipes.support.fim_pretraining import FimArguments, infilling_metrics, prepare_fim_data

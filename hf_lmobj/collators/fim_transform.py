@@ -3,7 +3,7 @@
 With probability ``fim_rate`` a document is cut at two points drawn uniformly (sorted, so the
 middle may be empty, and so may the prefix or the suffix) into ``prefix``, ``middle`` and
 ``suffix``, then laid out PSM or (with probability ``spm_rate``) SPM around the sentinels (see
-:mod:`hf_lmobj.collators._fim_format`), followed by EOS: the end-of-middle token that tells
+:mod:`hf_lmobj.collators.fim_format`), followed by EOS: the end-of-middle token that tells
 ``generate()`` to stop. Other documents pass through unchanged.
 
 Where the cuts fall (``fim_level``):
@@ -44,7 +44,7 @@ when it already ended with EOS), plus any re-tokenization at the character cuts;
 splits documents longer than its rows (never dropping a token) takes it from there. A leading BOS
 stays first and a trailing EOS is the end-of-middle token.
 
-Randomness is keyed by ``(seed, epoch, example)`` through :mod:`hf_lmobj.collators._seeding` (the
+Randomness is keyed by ``(seed, epoch, example)`` through :mod:`hf_lmobj.collators.seeding` (the
 feature's ``idx`` / ``index``, else its tokens): the same example gets the same cut in whatever
 batch, worker or process it lands.
 
@@ -74,8 +74,8 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.collators._features import token_ids
-from hf_lmobj.collators._fim_format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
-from hf_lmobj.collators._seeding import example_seeds
+from hf_lmobj.collators.fim_format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
+from hf_lmobj.collators.seeding import example_seeds
 from hf_lmobj.plain_text import encode_plain, special_ids
 
 __all__ = ["FIM_LEVELS", "FimDraw", "draw_fim", "line_starts", "check_rate", "FimTransform"]

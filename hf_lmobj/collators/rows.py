@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from hf_lmobj.collators._layout import best_fit_placement
+from hf_lmobj.collators.packing import best_fit_placement
 from hf_lmobj.constants import IGNORE_INDEX, round_up
 
 __all__ = [
