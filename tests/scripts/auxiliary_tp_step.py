@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from auxiliary_step import build_rows
-from distributed_step import TINY_ENCODER, sgd_args, stack_rows
+from distributed_step import TINY_ENCODER, exit_when_every_rank_is_done, sgd_args, stack_rows
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
@@ -142,7 +142,6 @@ def electra_case(mesh) -> dict:
 
 
 def main(out_dir: str) -> None:
-    from hf_lmobj.trainer.teardown import close_distributed
 
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     torch.set_num_threads(1)
@@ -156,7 +155,7 @@ def main(out_dir: str) -> None:
                 result[f"mtp/{style}/{architecture}"] = error(exc)
     result["electra"] = electra_case(mesh)
     Path(out_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps(result, indent=1, default=str))
-    close_distributed()
+    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":

@@ -34,6 +34,20 @@ TINY_ENCODER = {
 }
 
 
+def exit_when_every_rank_is_done() -> None:
+    """End a torchrun test process: barrier, flush, ``os._exit(0)``, skipping the interpreter's teardown.
+
+    Every result is on disk by then. A gloo group freed late, by a ``DeviceMesh``, a DTensor or a DDP reducer
+    that outlives ``destroy_process_group``, can hang or abort ("terminate called without an active
+    exception") in that teardown (pytorch/pytorch#56297), which would fail a test for nothing it checks.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def build_model(objective: str, seed: int = 0) -> torch.nn.Module:
     """A tiny stock model (hidden 32, 2 layers, dropout 0) for the objective, seeded."""
     from transformers import (

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from distributed_step import NUM_ROWS, VOCAB, build_rows, stack_rows
+from distributed_step import NUM_ROWS, VOCAB, build_rows, exit_when_every_rank_is_done, stack_rows
 from torch.distributed.fsdp import fully_shard
 from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
 
@@ -131,8 +131,7 @@ def main(out_dir: str, tied: bool) -> None:
         result["saved_keys_match"] = sorted(loaded.state_dict()) == sorted(want)
         result["tied_after_load"] = loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
         Path(out_dir, "result.json").write_text(json.dumps(result))
-    dist.barrier()
-    dist.destroy_process_group()
+    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from distributed_step import exit_when_every_rank_is_done
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
@@ -26,7 +27,6 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.generation import SamplingLogitsProcessor, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import score_texts
-from hf_lmobj.trainer.teardown import close_distributed
 
 TEXTS = ["def f(x):\n    return x + 1\n", "import os\nprint(os.sep)\n", "class A:\n    pass\n"]
 STYLES = {
@@ -84,7 +84,7 @@ def main(out_dir: str) -> None:
     result = {style: style_case(style, mesh, ref, tokenizer, want) for style in STYLES}
     result["sampler"] = sampler_case(mesh, vocab)
     Path(out_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps(result, indent=1))
-    close_distributed()
+    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from distributed_step import NUM_ROWS, VOCAB, build_model, build_rows, stack_rows
+from distributed_step import NUM_ROWS, VOCAB, build_model, build_rows, exit_when_every_rank_is_done, stack_rows
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -348,8 +348,7 @@ def main(out_dir: str, mode: str) -> None:
     elif mode == "mesh2d":
         result["mesh2d"] = mesh2d_case()
     Path(out_dir, f"{mode}_rank{dist.get_rank()}.json").write_text(json.dumps(result, indent=1, default=str))
-    dist.barrier()
-    dist.destroy_process_group()
+    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from distributed_step import exit_when_every_rank_is_done
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
@@ -265,8 +266,7 @@ def main(out_dir: str) -> None:
     notes = {"tp_plan_auto": tp_plan_case(mesh, out_dir)}
     # each rank reports its own differences (each rank's loss and shard gradients are checked)
     Path(out_dir, f"result_rank{dist.get_rank()}.json").write_text(json.dumps({"diffs": result, **notes}, indent=1))
-    dist.barrier()
-    dist.destroy_process_group()
+    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":
