@@ -87,20 +87,24 @@ from hf_lmobj.trainer.teardown import close_distributed
 __all__ = ["ReportArguments", "main", "baseline_key"]
 
 
+#: The argument dataclasses, in the order main unpacks them.
+ARGUMENT_CLASSES = (
+    DataArguments,
+    ModelArguments,
+    AuxiliaryArguments,
+    FimArguments,
+    ReportArguments,
+    RuntimeArguments,
+    OptimizerArguments,
+    ResumeArguments,
+    TrainingArguments,
+)
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     (data_args, model_args, aux_args, fim_args, report_args, runtime_args, optimizer_args, resume_args, train_args) = (
         parse_args_with_config(
-            (
-                DataArguments,
-                ModelArguments,
-                AuxiliaryArguments,
-                FimArguments,
-                ReportArguments,
-                RuntimeArguments,
-                OptimizerArguments,
-                ResumeArguments,
-                TrainingArguments,
-            ),
+            ARGUMENT_CLASSES,
             cpu_aware_argv(argv),
             description=__doc__,
         )

@@ -15,27 +15,10 @@ from typing import Literal
 import pytest
 from transformers import TrainingArguments
 
-from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments
 from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
-from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
-from hf_lmobj.recipes.support.fim_pretraining import FimArguments
-from hf_lmobj.recipes.support.models import ModelArguments
-from hf_lmobj.recipes.support.optimizers import OptimizerArguments
-from hf_lmobj.recipes.support.pretrain_report import ReportArguments
-from hf_lmobj.recipes.support.pretraining import DataArguments
-from hf_lmobj.recipes.support.resume import ResumeArguments
+from tests.testing_utils import load_recipe
 
-PRETRAIN = (
-    DataArguments,
-    ModelArguments,
-    AuxiliaryArguments,
-    FimArguments,
-    ReportArguments,
-    RuntimeArguments,
-    OptimizerArguments,
-    ResumeArguments,
-    TrainingArguments,
-)
+PRETRAIN = load_recipe("pretrain").ARGUMENT_CLASSES
 
 
 def _parse(tmp_path, text: str, types=PRETRAIN, *flags: str):
