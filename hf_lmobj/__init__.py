@@ -48,6 +48,7 @@ from hf_lmobj.losses import causal_lm_loss, linear_cross_entropy, linear_token_l
 from hf_lmobj.metrics import load as load_metric
 from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
 from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
+from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 from hf_lmobj.trainer import (
     AuxiliaryObjectiveTrainer,
     ElectraPretrainingConfig,
@@ -64,6 +65,10 @@ from hf_lmobj.trainer import (
 __version__ = "0.1.0"
 
 __all__ = [
+    # the objective vocabulary
+    "OBJECTIVES",
+    "ObjectiveSpec",
+    "get_objective",
     "DatasetSource",
     "PipelineLoader",
     "PretrainingStream",

@@ -19,12 +19,14 @@ import importlib.metadata
 import math
 import numbers
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 
 __all__ = [
     "FRAMEWORKS",
@@ -48,51 +50,6 @@ __all__ = [
 FRAMEWORKS = ("hf_lmobj", "torch", "transformers", "accelerate", "datasets", "peft", "huggingface_hub")
 
 
-@dataclass(frozen=True)
-class ObjectiveSpec:
-    """How one objective is described, evaluated and used; `template` names ``model_cards/<template>.md``."""
-
-    template: str
-    title: str
-    summary: str
-    task: str  # Hub task id of the model-index results
-    auto_class: str  # the transformers Auto class that loads the model
-    pipeline_tag: str | None = None  # a transformers pipeline that runs the model (None: transformers has none)
-
-
-_CAUSAL = "the model reads the true prefix under a causal mask and predicts each next token"
-
-
-OBJECTIVES: dict[str, ObjectiveSpec] = {
-    "clm": ObjectiveSpec("clm", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.",
-                         "text-generation", "AutoModelForCausalLM", "text-generation"),
-    "prefix_lm": ObjectiveSpec("clm", "Prefix language modeling (prefix-LM)",
-                               "Decoder-only; the prefix is attended bidirectionally and the model predicts "
-                               "each token of the continuation.", "text-generation", "AutoModelForCausalLM",
-                               "text-generation"),
-    "mlm": ObjectiveSpec("mlm", "Masked language modeling (MLM, BERT)",
-                         "Encoder-only; a fraction of the tokens is selected, most replaced by the mask token, "
-                         "some by a random token, some kept, and the model predicts the originals.",
-                         "fill-mask", "AutoModelForMaskedLM", "fill-mask"),
-    "span": ObjectiveSpec("span", "Span corruption (T5)",
-                          "Encoder-decoder; noise spans of the input are each replaced by one sentinel and the "
-                          "decoder emits every sentinel followed by the span it replaced.",
-                          "text2text-generation", "AutoModelForSeq2SeqLM"),
-    "ul2": ObjectiveSpec("span", "Mixture of denoisers (UL2)",
-                         "Encoder-decoder; a mixture of regular span corruption [R], sequential prefix-LM [S] "
-                         "and extreme corruption [X], each example tagged with its mode token.",
-                         "text2text-generation", "AutoModelForSeq2SeqLM"),
-    "bart": ObjectiveSpec("span", "Denoising autoencoder (BART)",
-                          "Encoder-decoder; the input is corrupted (text infilling with the mask token, "
-                          "sentence permutation) and the decoder reconstructs the original text.",
-                          "text2text-generation", "AutoModelForSeq2SeqLM"),
-    "sequence_classification": ObjectiveSpec(
-        "classifier", "Sequence classification (fine-tuned encoder)",
-        "A classification head on a pre-trained encoder, fine-tuned on labelled examples.",
-        "text-classification", "AutoModelForSequenceClassification", "text-classification"),
-}  # fmt: skip
-
-
 # Evaluation results that go into the model-index: base name -> (Hub metric type, display name).
 _RESULT_METRICS = {
     "loss": ("loss", "Loss (nats per target token)"),
@@ -112,14 +69,13 @@ _NOT_RESULTS = ("runtime", "per_second", "samples", "steps", "tokens", "bytes", 
 
 
 def resolve_objective(objective: str) -> ObjectiveSpec:
-    """The spec of an objective name (``clm``, ``prefix_lm``, ``mlm``, ``span``, ``ul2``, ``bart``).
+    """Deprecated: :func:`hf_lmobj.objectives.get_objective` (the one registry) reads a spec.
 
-    >>> resolve_objective("ul2").template, resolve_objective("mlm").task
-    ('span', 'fill-mask')
+    >>> resolve_objective("ul2").template
+    'span'
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
-    return OBJECTIVES[objective]
+    warnings.warn("resolve_objective is deprecated: use hf_lmobj.objectives.get_objective", DeprecationWarning, 2)
+    return get_objective(objective)
 
 
 def _as_number(key: str, value: Any) -> int | float:

@@ -11,20 +11,19 @@ The auxiliary objective follows the model handed to it:
   batches, replacements drawn from generators keyed by ``(args.seed, global step, row)``;
 * any other model trains exactly as with ``ObjectiveTrainer``.
 
-Exactness under gradient accumulation and data parallelism, as for the main loss: the
-denominator (``_get_num_items_in_batch``) is a vector with one count per loss term (MTP: the
-targets of depths 0..D; ELECTRA: MLM targets, RTD tokens), summed over the accumulated
-micro-batches and over processes; each micro-batch divides each term's token sum by its global
-count (times the process count, as DDP averages gradients).
+Exact under gradient accumulation and data parallelism as ``ObjectiveTrainer``'s loss, term by
+term: the denominator (``_get_num_items_in_batch``) is a vector of global counts, one per loss term
+(MTP: the targets of depths 0..D; ELECTRA: MLM targets, RTD tokens), summed over the accumulated
+micro-batches and over processes.
 
 Evaluation: MTP reports the ordinary next-token ``eval_loss`` / ``eval_perplexity`` (depth 0, what
 the stock model is used for); ELECTRA reports ``eval_loss`` (MLM + rtd_weight * RTD, with draws keyed
 by ``args.seed`` and step -1), ``eval_mlm_loss``, ``eval_rtd_loss``, ``eval_rtd_accuracy`` and
 ``eval_masked_accuracy`` (generator argmax at the selected positions), all from token totals, and
-``eval_num_masked_tokens`` / ``eval_num_rtd_tokens``. Nothing scored is never a perfect score: as
-with ``ObjectiveTrainer``, a term without a single target in the eval set (MTP's next-token loss;
-ELECTRA's MLM when every label is -100, its RTD when every ``attention_mask`` is 0, both when no
-batch carries labels) is ``nan``, with a warning, and so is ``eval_loss``.
+``eval_num_masked_tokens`` / ``eval_num_rtd_tokens``. As with ``ObjectiveTrainer``, a term without a
+single target in the eval set (MTP's next-token loss; ELECTRA's MLM when every label is -100, its
+RTD when every ``attention_mask`` is 0, both when no batch carries labels) is ``nan`` with a
+warning, and so is ``eval_loss``.
 Training logs add each term's mean over the logging interval (``mtp_depth_<k>_loss``,
 ``mlm_loss``, ``rtd_loss``; on several processes, this process's share times the process count).
 
@@ -67,7 +66,7 @@ from hf_lmobj.trainer.electra import ElectraPretrainingModel, electra_loss
 from hf_lmobj.trainer.mtp import MultiTokenPredictionModel
 from hf_lmobj.trainer.mtp_targets import document_ids, multi_token_targets
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.objectives import base_model_of, capture_head, linear_head, model_inputs
+from hf_lmobj.trainer.objectives import base_model_of, capture_head, check_objective, linear_head, model_inputs
 
 __all__ = ["Auxiliary", "AUXILIARY_OBJECTIVES", "EVAL_SAMPLING_STEP", "AuxiliaryObjectiveTrainer"]
 
@@ -91,7 +90,7 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         self.auxiliary: Auxiliary | None = None
         for cls, (auxiliary, objective) in AUXILIARY_OBJECTIVES.items():
             if isinstance(model, cls):
-                if kwargs.get("objective") not in (None, objective):
+                if kwargs.get("objective") is not None and check_objective(kwargs["objective"]) != objective:
                     raise ValueError(
                         f"a {cls.__name__} trains the {objective!r} objective; drop objective={kwargs['objective']!r}"
                     )

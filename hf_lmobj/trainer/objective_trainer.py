@@ -56,6 +56,7 @@ from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
+from hf_lmobj.objectives import ObjectiveSpec, get_objective
 from hf_lmobj.trainer.objectives import (
     Objective,
     capture_head,
@@ -96,8 +97,8 @@ def make_compute_loss_func(
         >>> round(fn({"logits": torch.zeros(1, 3, 2)}, torch.tensor([[0, 1, 1]])).item(), 4)
         0.6931
     """
-    losses = {"causal": causal_lm_loss, "masked": masked_lm_loss, "seq2seq": seq2seq_lm_loss}
-    loss_fn = losses[check_objective(objective)]
+    objective = check_objective(objective)
+    loss_fn = _loss_function(get_objective(objective))
     HeadLossOptions(label_smoothing, z_loss, logit_softcap)  # validate now, not at the first step
 
     def compute_loss_func(outputs: Any, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
@@ -115,6 +116,13 @@ def make_compute_loss_func(
 
     compute_loss_func.__name__ = f"{objective}_compute_loss_func"
     return compute_loss_func
+
+
+def _loss_function(spec: ObjectiveSpec) -> Callable[..., torch.Tensor]:
+    """The functional loss of an objective's targets: next-token, encoder-decoder or in-place (masked)."""
+    if spec.next_token:
+        return causal_lm_loss
+    return seq2seq_lm_loss if spec.encoder_decoder else masked_lm_loss
 
 
 def _output_logits(outputs: Any, objective: str) -> torch.Tensor:
@@ -137,10 +145,11 @@ def _output_logits(outputs: Any, objective: str) -> torch.Tensor:
 
 
 class ObjectiveTrainer(Trainer):
-    """``Trainer`` computing the causal / masked / seq2seq loss exactly and without full logits.
+    """``Trainer`` computing any objective's loss (causal, masked, encoder-decoder) exactly and without full logits.
 
     Args (besides ``Trainer``'s, all keyword-only):
-        objective: ``"causal"``, ``"masked"``, ``"seq2seq"`` or None to infer it from the model.
+        objective: a pre-training objective word of :mod:`hf_lmobj.objectives` (``"causal"``, ``"masked"``,
+            ``"span"``, ...) or None to infer it from the model.
         z_loss: coefficient of the logsumexp**2 penalty (0 = off).
         logit_softcap: ``c * tanh(logits / c)`` before the loss; default the model's
             ``final_logit_softcapping`` if it has one.
@@ -164,7 +173,7 @@ class ObjectiveTrainer(Trainer):
         if kwargs.get("compute_loss_func") is not None:
             raise ValueError("ObjectiveTrainer computes its own loss: drop compute_loss_func (or use a stock Trainer)")
         super().__init__(*args, **kwargs)
-        self.objective: Objective = check_objective(objective) if objective is not None else infer_objective(self.model)
+        self.objective: str = check_objective(objective) if objective is not None else infer_objective(self.model)
         logit_softcap = logit_softcap if logit_softcap is not None else model_softcap(self.model)
         self.loss_options = HeadLossOptions(self.args.label_smoothing_factor, z_loss, logit_softcap)
         self.label_smoother = None  # label smoothing is part of loss_options
@@ -242,7 +251,8 @@ class ObjectiveTrainer(Trainer):
 
     # ---- counting -------------------------------------------------------------------------
     def _has_targets(self, batch: Mapping[str, Any]) -> bool:
-        return batch.get("labels") is not None or (self.objective == "causal" and batch.get("shift_labels") is not None)
+        next_token = get_objective(self.objective).next_token
+        return batch.get("labels") is not None or (next_token and batch.get("shift_labels") is not None)
 
     def _ranks_per_replica(self) -> int:
         """Ranks that see the same tokens (tensor / context parallel degree); see ``ranks_per_replica``."""

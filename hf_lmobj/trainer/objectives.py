@@ -1,9 +1,9 @@
 """What an objective trains on, and how to get the head's inputs out of a stock model.
 
-* ``infer_objective(model)``: ``"seq2seq"`` for encoder-decoders, ``"masked"`` for masked-LM
-  classes, else ``"causal"``.
-* ``objective_targets(objective, batch)``: the per-position targets the loss scores (causal:
-  ``shift_labels`` or ``labels`` shifted; masked / seq2seq: ``labels``), with positions outside a
+* ``infer_objective(model)``: ``"span"`` for encoder-decoders (every encoder-decoder objective
+  shares its loss), ``"masked"`` for masked-LM classes, else ``"causal"``.
+* ``objective_targets(objective, batch)``: the per-position targets the loss scores (next-token
+  objectives: ``shift_labels`` or ``labels`` shifted; the others: ``labels``), with positions outside a
   batch's ``logits_to_keep`` set to -100. ``count_targets`` counts them (``num_items_in_batch``).
 * ``linear_head(model)``: the output embedding as a plain ``nn.Linear`` (weight and bias; sharded
   by FSDP2's ``fully_shard`` or not, tied to the input embedding or not), or ``None`` when the
@@ -34,12 +34,12 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from transformers.trainer_utils import unwrap_peft_model
 
 from hf_lmobj.losses.functional import next_token_targets
+from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 from hf_lmobj.trainer.sharding import unwrap_sharded_class
 from hf_lmobj.validation import check_length
 
 __all__ = [
     "Objective",
-    "OBJECTIVES",
     "POST_HEAD_SCALING_FIELDS",
     "base_model_of",
     "infer_objective",
@@ -52,8 +52,8 @@ __all__ = [
     "capture_head",
 ]
 
-Objective = Literal["causal", "masked", "seq2seq"]
-OBJECTIVES: tuple[str, ...] = ("causal", "masked", "seq2seq")
+#: An objective word of :mod:`hf_lmobj.objectives` (or its spec).
+Objective = Literal["causal", "masked", "span", "ul2", "text_infilling", "prefix_lm"] | ObjectiveSpec
 
 #: Config fields of models that rescale logits after the head: their loss needs the real logits.
 POST_HEAD_SCALING_FIELDS = ("logit_scale", "logits_scaling", "output_multiplier_scale")
@@ -72,8 +72,9 @@ def base_model_of(model: nn.Module) -> nn.Module:
     return unwrap_peft_model(model)
 
 
-def infer_objective(model: nn.Module) -> Objective:
-    """``"seq2seq"`` if ``config.is_encoder_decoder``, ``"masked"`` for MaskedLM classes, else ``"causal"``.
+def infer_objective(model: nn.Module) -> str:
+    """``"span"`` if ``config.is_encoder_decoder`` (its loss is every encoder-decoder objective's),
+    ``"masked"`` for MaskedLM classes, else ``"causal"``.
 
     Example:
         >>> from transformers import BertConfig, BertForMaskedLM
@@ -83,18 +84,29 @@ def infer_objective(model: nn.Module) -> Objective:
     """
     model = base_model_of(model)
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        return "seq2seq"
+        return _word_of(encoder_decoder=True)
     name = type(model).__name__
     if name in MODEL_FOR_MASKED_LM_MAPPING_NAMES.values() or name.endswith("ForMaskedLM"):
-        return "masked"
-    return "causal"
+        return _word_of(encoder_decoder=False, next_token=False)
+    return _word_of(next_token=True)
 
 
-def check_objective(objective: str) -> Objective:
-    """Validate an ``objective=`` argument."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES} or None (inferred), got {objective!r}")
-    return objective  # type: ignore[return-value]
+def _word_of(**attributes: bool) -> str:
+    """The first pre-training objective of the registry with these attributes."""
+    return next(
+        spec.name
+        for spec in OBJECTIVES.values()
+        if spec.pretraining and all(getattr(spec, key) == value for key, value in attributes.items())
+    )
+
+
+def check_objective(objective: Objective) -> str:
+    """Validate an ``objective=`` argument: a pre-training objective word (an old name warns); its word."""
+    spec = get_objective(objective)
+    if not spec.pretraining:
+        raise ValueError(f"objective {spec.name!r} is not a pre-training objective; ObjectiveTrainer trains one of "
+                         f"{[s.name for s in OBJECTIVES.values() if s.pretraining]}")  # fmt: skip
+    return spec.name
 
 
 def _kept_positions(logits_to_keep: Any, length: int, device: torch.device) -> torch.Tensor | None:
@@ -123,13 +135,14 @@ def objective_targets(objective: Objective, batch: Mapping[str, Any], ignore_ind
         >>> objective_targets("causal", b).tolist(), objective_targets("masked", b).tolist()
         ([[2, -100, -100]], [[1, 2, 3]])
     """
+    spec = get_objective(objective)
     labels = batch.get("labels")
-    if objective == "causal" and batch.get("shift_labels") is not None:
+    if spec.next_token and batch.get("shift_labels") is not None:
         targets = batch["shift_labels"]
     elif labels is None:
-        raise ValueError(f"a {objective} batch needs 'labels' (got keys {sorted(batch)})")
+        raise ValueError(f"a {spec.name} batch needs 'labels' (got keys {sorted(batch)})")
     else:
-        targets = next_token_targets(labels, ignore_index) if objective == "causal" else labels
+        targets = next_token_targets(labels, ignore_index) if spec.next_token else labels
     if batch.get("logits_to_keep") is not None:
         keep = _kept_positions(batch["logits_to_keep"], targets.shape[-1], targets.device)
         if keep is not None:
@@ -148,19 +161,16 @@ def model_inputs(objective: Objective, batch: Mapping[str, Any], model: nn.Modul
     Seq2seq batches without ``decoder_input_ids`` get them from the model's
     ``prepare_decoder_input_ids_from_labels`` (labels shifted right with the start token).
     """
+    spec = get_objective(objective)
     inputs = {k: v for k, v in batch.items() if k not in ("labels", "shift_labels", "logits_to_keep")}
-    if (
-        objective == "seq2seq"
-        and inputs.get("decoder_input_ids") is None
-        and inputs.get("decoder_inputs_embeds") is None
-    ):
+    if spec.encoder_decoder and inputs.get("decoder_input_ids") is None and inputs.get("decoder_inputs_embeds") is None:
         base = base_model_of(model)
         if not hasattr(base, "prepare_decoder_input_ids_from_labels"):
             raise ValueError(
-                "seq2seq batches need 'decoder_input_ids' (labels shifted right); the model cannot derive them"
+                "encoder-decoder batches need 'decoder_input_ids' (labels shifted right); the model cannot derive them"
             )
         inputs["decoder_input_ids"] = base.prepare_decoder_input_ids_from_labels(labels=batch["labels"])
-    if objective != "masked":
+    if spec.next_token or spec.encoder_decoder:  # generative models: no key/value cache while training
         inputs.setdefault("use_cache", False)
     return inputs
 

@@ -29,6 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
+from hf_lmobj.objectives import canonical_name
 from hf_lmobj.trainer.checkpoints import (
     DATA_STATE_NAME,
     check_checkpoint,
@@ -104,7 +105,10 @@ def checked_resume(
     if fingerprint is None:
         return str(folder), None
     state = read_data_state(folder)
-    check_fingerprint(state["fingerprint"], fingerprint, ignore)
+    saved = dict(state["fingerprint"])
+    if "objective" in saved:  # a checkpoint of the first release names its objective the old way
+        saved["objective"] = canonical_name(saved["objective"])
+    check_fingerprint(saved, fingerprint, ignore)
     return str(folder), state
 
 

@@ -21,7 +21,7 @@ from hf_lmobj import causal_lm_loss, linear_cross_entropy, masked_lm_loss, seq2s
 
 V = 5
 LN_V = math.log(V)
-LOSSES = {"causal": causal_lm_loss, "masked": masked_lm_loss, "seq2seq": seq2seq_lm_loss}
+LOSSES = {"causal": causal_lm_loss, "masked": masked_lm_loss, "span": seq2seq_lm_loss}
 
 
 def _uniform():

@@ -18,7 +18,7 @@ from hf_lmobj.metrics.scoring import score_texts
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 HALF = [torch.bfloat16, torch.float16]
-OBJECTIVES = ["causal", "masked", "seq2seq"]
+OBJECTIVES = ["causal", "masked", "span"]
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:

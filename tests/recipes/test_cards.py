@@ -175,7 +175,7 @@ def test_split_metrics_hand_worked():
 
 
 def test_bad_objective_is_a_clear_value_error(tmp_path):
-    with pytest.raises(ValueError, match=r"objective must be one of \[.*'clm'.*'mlm'.*'span'.*\], got 'gpt'"):
+    with pytest.raises(ValueError, match=r"objective must be one of \[.*'causal'.*'masked'.*'span'.*\], got 'gpt'"):
         _write(tmp_path, "gpt", {})
     assert not (tmp_path / "README.md").exists()
 
@@ -211,7 +211,7 @@ def test_template_dir_override(tmp_path):
     card = ModelCard.load(tmp_path / "out" / "README.md")
     assert card.text.strip() == "Custom card for tiny-ul2 (ul2)."
     assert [r.metric_value for r in card.data.eval_results] == [1.25]
-    with pytest.raises(FileNotFoundError, match=r"clm\.md not found; pass template_dir"):
+    with pytest.raises(FileNotFoundError, match=r"causal\.md not found; pass template_dir"):
         _write(tmp_path / "out", "clm", {}, template_dir=templates)
 
 

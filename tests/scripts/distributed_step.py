@@ -182,7 +182,7 @@ def main(out_path: str) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     updates = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for objective in ("causal", "masked", "seq2seq"):
+        for objective in ("causal", "masked", "span"):
             updates[objective] = parameter_update(objective, NUM_ROWS // (world * 2), 2, tmp)
     if int(os.environ.get("RANK", "0")) == 0:
         torch.save(updates, out_path)

@@ -189,7 +189,7 @@ def head_case(mesh, objective: str, style: str) -> dict:
     rows = build_rows(objective)
     batch = stack_rows(rows)
     ref = build_model(objective)
-    if objective == "seq2seq":  # an untied lm_head of its own (T5 v1.1 style)
+    if objective == "span":  # an untied lm_head of its own (T5 v1.1 style)
         config = ref.config
         config.tie_word_embeddings = False
         torch.manual_seed(0)
@@ -342,7 +342,7 @@ def main(out_dir: str, mode: str) -> None:
             result["tied" if tied else "untied"] = causal_case(out_dir, tied)
     elif mode == "heads":
         mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-        for objective in ("masked", "seq2seq"):
+        for objective in ("masked", "span"):
             for style in ("parallelize_module", "dtensor_weight"):
                 result[f"{objective}/{style}"] = head_case(mesh, objective, style)
     elif mode == "mesh2d":

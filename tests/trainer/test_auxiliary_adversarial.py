@@ -82,7 +82,7 @@ def test_an_electra_eval_set_with_targets_reports_numbers_and_counts(tmp_path, o
     assert metrics["eval_loss"] == pytest.approx(metrics["eval_mlm_loss"] + 50.0 * metrics["eval_rtd_loss"])
 
 
-@pytest.mark.parametrize("kind, objective", [("mtp", "masked"), ("mtp", "seq2seq"), ("electra", "causal")])
+@pytest.mark.parametrize("kind, objective", [("mtp", "masked"), ("mtp", "span"), ("electra", "causal")])
 def test_an_objective_that_contradicts_the_model_is_refused(kind, objective, tmp_path):
     with pytest.raises(ValueError, match=f"drop objective='{objective}'"):
         AuxiliaryObjectiveTrainer(model=build_aux_model(kind), args=sgd_args(str(tmp_path), 1, 1), objective=objective)

@@ -40,7 +40,8 @@ def _rows(labels: list[list[int]]) -> datasets.Dataset:
 @pytest.mark.parametrize(
     "kwargs, error, word",
     [
-        ({"objective": "clm"}, ValueError, "objective must be one of"),
+        ({"objective": "gpt"}, ValueError, "objective must be one of"),
+        ({"objective": "sequence_classification"}, ValueError, "not a pre-training objective"),
         ({"chunk_size": 0}, ValueError, "chunk_size"),
         ({"chunk_size": 2.5}, TypeError, "chunk_size"),
         ({"use_linear_head": "no"}, TypeError, "use_linear_head"),
@@ -92,10 +93,10 @@ def test_eval_loss_is_the_corpus_mean_and_perplexity_its_exponential(model, tmp_
 @pytest.mark.parametrize(
     "objective, options, error",
     [
-        ("clm", {}, ValueError),
+        ("gpt", {}, ValueError),
         ("causal", {"label_smoothing": math.nan}, ValueError),
         ("masked", {"z_loss": "1e-4"}, TypeError),
-        ("seq2seq", {"logit_softcap": -3.0}, ValueError),
+        ("span", {"logit_softcap": -3.0}, ValueError),
     ],
 )
 def test_make_compute_loss_func_checks_at_construction(objective, options, error):

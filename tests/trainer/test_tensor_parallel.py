@@ -67,7 +67,7 @@ def test_tp_plan_auto_llama_step_equals_the_unsharded_step(causal, tied):
         assert r["moved"] > 1e-4  # the step did change the parameters
 
 
-@pytest.mark.parametrize("objective", ["masked", "seq2seq"])
+@pytest.mark.parametrize("objective", ["masked", "span"])
 def test_dtensor_heads_compute_loss_and_gradients_equal_the_unsharded_model(heads, objective):
     for res in heads:
         r = res[f"{objective}/dtensor_weight"]
@@ -80,7 +80,7 @@ def test_dtensor_heads_compute_loss_and_gradients_equal_the_unsharded_model(head
 
 
 @pytest.mark.parametrize("style", ["dtensor_weight", "parallelize_module"])
-@pytest.mark.parametrize("objective", ["masked", "seq2seq"])
+@pytest.mark.parametrize("objective", ["masked", "span"])
 def test_hand_applied_tp_is_one_replica_for_counts_and_the_loss_scale(heads, objective, style):
     """No ParallelismConfig, no tp_size: the head's 1-D mesh says both ranks are one replica."""
     for res in heads:
@@ -90,7 +90,7 @@ def test_hand_applied_tp_is_one_replica_for_counts_and_the_loss_scale(heads, obj
         assert r["with_count_ratio"] == pytest.approx(1.0, rel=FP32), r  # the loss is not scaled by 2
 
 
-@pytest.mark.parametrize("objective", ["masked", "seq2seq"])
+@pytest.mark.parametrize("objective", ["masked", "span"])
 def test_colwise_parallel_heads_can_be_captured(heads, objective):
     for res in heads:
         r = res[f"{objective}/parallelize_module"]

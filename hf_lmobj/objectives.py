@@ -1,0 +1,176 @@
+"""The one objective vocabulary: a frozen spec per objective word, and the lookup every module uses.
+
+The words are ``causal``, ``masked``, ``span``, ``ul2``, ``text_infilling`` and ``prefix_lm`` (the
+pre-training objectives) plus ``sequence_classification`` (the fine-tuning card); fill-in-the-middle
+and multi-token prediction are variants of ``causal``, ELECTRA of ``masked``. A spec says what the
+loss scores, which collator shapes the batches, which architectures and Auto class fit, which card
+and Hub task describe the model, how the recipes prepare its data and what their report shows.
+Code reads these attributes; no module outside this one compares objective names. The names of the
+first release (``clm``, ``mlm``, ``seq2seq``, ``bart``) still resolve, with a ``DeprecationWarning``.
+
+Example:
+    >>> spec = get_objective("ul2")
+    >>> spec.encoder_decoder, spec.auto_class, spec.template
+    (True, 'AutoModelForSeq2SeqLM', 'span')
+    >>> get_objective(spec) is spec, objective_names(pretraining=True)[:3]
+    (True, ('causal', 'masked', 'span'))
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "ObjectiveSpec",
+    "OBJECTIVES",
+    "DEPRECATED_NAMES",
+    "get_objective",
+    "canonical_name",
+    "objective_names",
+]
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """What one objective is, trains on and reports; every field is read, never a name compared.
+
+    ``next_token``: targets are each position's next token (labels aligned with the inputs, the model
+    shifts); ``encoder_decoder``: the decoder reads the labels shifted right; neither: the labels are
+    the targets in place (masked LM). ``data`` says how the recipes shape pre-training text:
+    ``"packed"`` rows of whole documents, ``"pieces"`` of one document each, None when the recipes
+    do not pre-train it. ``template`` names ``model_cards/<template>.md``.
+    """
+
+    name: str
+    title: str
+    summary: str
+    next_token: bool
+    encoder_decoder: bool
+    auto_class: str  # the transformers Auto class that loads the model
+    task: str  # Hub task id of the model-index results
+    pipeline_tag: str | None  # a transformers pipeline that runs the model (None: transformers has none)
+    template: str
+    architectures: tuple[str, ...] = ()  # model types the recipes build from config; the first is the default
+    collator: str | None = None  # the public collator class that shapes its batches
+    data: Literal["packed", "pieces"] | None = None
+    accuracy_metric: str | None = None  # the report's target-token accuracy key (None: it scores text instead)
+    pretraining: bool = True
+
+    def __post_init__(self) -> None:
+        if self.next_token and self.encoder_decoder:
+            raise ValueError(f"objective {self.name!r}: next_token and encoder_decoder exclude each other")
+        if self.data not in (None, "packed", "pieces"):
+            raise ValueError(f"objective {self.name!r}: data must be 'packed', 'pieces' or None, got {self.data!r}")
+
+    @property
+    def scores_text(self) -> bool:
+        """Whether the report scores held-out text (perplexity, bits per byte): a left-to-right LM."""
+        return self.next_token
+
+
+_CAUSAL = "the model reads the true prefix under a causal mask and predicts each next token"
+_SEQ2SEQ = dict(encoder_decoder=True, next_token=False, auto_class="AutoModelForSeq2SeqLM",
+                task="text2text-generation", pipeline_tag=None, template="span")  # fmt: skip
+
+_SPECS = (
+    ObjectiveSpec(
+        "causal", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.", next_token=True,
+        encoder_decoder=False, auto_class="AutoModelForCausalLM", task="text-generation",
+        pipeline_tag="text-generation", template="causal", architectures=("llama", "gpt2"),
+        collator="DataCollatorForCausalLM", data="packed",
+    ),
+    ObjectiveSpec(
+        "masked", "Masked language modeling (MLM, BERT)",
+        "Encoder-only; a fraction of the tokens is selected, most replaced by the mask token, some by a random "
+        "token, some kept, and the model predicts the originals.", next_token=False, encoder_decoder=False,
+        auto_class="AutoModelForMaskedLM", task="fill-mask", pipeline_tag="fill-mask", template="masked",
+        architectures=("bert", "roberta"), collator="DataCollatorForMaskedLM", data="pieces",
+        accuracy_metric="eval_masked_accuracy",
+    ),
+    ObjectiveSpec(
+        "span", "Span corruption (T5)",
+        "Encoder-decoder; noise spans of the input are each replaced by one sentinel and the decoder emits every "
+        "sentinel followed by the span it replaced.", **_SEQ2SEQ, architectures=("t5",),
+        collator="DataCollatorForSpanCorruption", data="pieces", accuracy_metric="eval_span_accuracy",
+    ),
+    ObjectiveSpec(
+        "ul2", "Mixture of denoisers (UL2)",
+        "Encoder-decoder; a mixture of regular span corruption [R], sequential prefix-LM [S] and extreme "
+        "corruption [X], each example tagged with its mode token.", **_SEQ2SEQ, architectures=("t5",),
+        collator="DataCollatorForUL2", data="pieces", accuracy_metric="eval_span_accuracy",
+    ),
+    ObjectiveSpec(
+        "text_infilling", "Denoising autoencoder (BART)",
+        "Encoder-decoder; the input is corrupted (text infilling with the mask token, sentence permutation) and "
+        "the decoder reconstructs the original text.", **_SEQ2SEQ, architectures=("bart",),
+        collator="DataCollatorForTextInfilling",
+    ),
+    ObjectiveSpec(
+        "prefix_lm", "Prefix language modeling (prefix-LM)",
+        "Decoder-only; the prefix is attended bidirectionally and the model predicts each token of the "
+        "continuation.", next_token=True, encoder_decoder=False, auto_class="AutoModelForCausalLM",
+        task="text-generation", pipeline_tag="text-generation", template="causal",
+    ),
+    ObjectiveSpec(
+        "sequence_classification", "Sequence classification (fine-tuned encoder)",
+        "A classification head on a pre-trained encoder, fine-tuned on labelled examples.", next_token=False,
+        encoder_decoder=False, auto_class="AutoModelForSequenceClassification", task="text-classification",
+        pipeline_tag="text-classification", template="classifier", pretraining=False,
+    ),
+)  # fmt: skip
+
+#: Every objective word -> its spec (read-only).
+OBJECTIVES: Mapping[str, ObjectiveSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
+
+#: The first release's names -> today's word; they resolve with a DeprecationWarning for one release.
+DEPRECATED_NAMES: Mapping[str, str] = MappingProxyType(
+    {"clm": "causal", "mlm": "masked", "seq2seq": "span", "bart": "text_infilling"}
+)
+
+
+def objective_names(pretraining: bool | None = None) -> tuple[str, ...]:
+    """The objective words in registry order; ``pretraining=True`` / ``False`` keeps only those kinds."""
+    return tuple(name for name, spec in OBJECTIVES.items() if pretraining is None or spec.pretraining == pretraining)
+
+
+def canonical_name(name: str) -> str:
+    """Today's word for ``name`` (an old name maps to its new one, silently: for stored data such as fingerprints).
+
+    >>> canonical_name("clm"), canonical_name("span"), canonical_name("other")
+    ('causal', 'span', 'other')
+    """
+    return DEPRECATED_NAMES.get(name, name)
+
+
+def get_objective(objective: str | ObjectiveSpec, *, field: str = "objective") -> ObjectiveSpec:
+    """The spec of an objective word (or the spec itself); an old name warns, anything else is refused.
+
+    ``field`` names the argument in the messages (``--objective``, ``objective=``).
+
+    Example:
+        >>> get_objective("masked").accuracy_metric
+        'eval_masked_accuracy'
+        >>> get_objective("gpt")
+        Traceback (most recent call last):
+        ...
+        ValueError: objective must be one of ['causal', 'masked', 'span', 'ul2', 'text_infilling', 'prefix_lm', 'sequence_classification'], got 'gpt'
+    """
+    if isinstance(objective, ObjectiveSpec):
+        return objective
+    if not isinstance(objective, str):
+        raise TypeError(f"{field} must be an objective word (a str), got {type(objective).__name__}: {objective!r}")
+    if objective in DEPRECATED_NAMES:
+        new = DEPRECATED_NAMES[objective]
+        warnings.warn(
+            f"{field} {objective!r} is deprecated and will be removed in the next release: use {new!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        objective = new
+    if objective not in OBJECTIVES:
+        raise ValueError(f"{field} must be one of {list(OBJECTIVES)}, got {objective!r}")
+    return OBJECTIVES[objective]

@@ -1,0 +1,117 @@
+"""The one objective vocabulary: specs read as attributes, old names warn, no name compared outside the registry."""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+import hf_lmobj
+from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
+from hf_lmobj.objectives import DEPRECATED_NAMES, OBJECTIVES, ObjectiveSpec, canonical_name, get_objective
+from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
+from hf_lmobj.trainer.objectives import check_objective, infer_objective, objective_targets
+from tests.testing_utils import OBJECTIVES as TESTED_OBJECTIVES
+from tests.testing_utils import build_model
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = frozenset(OBJECTIVES) | frozenset(DEPRECATED_NAMES)
+REGISTRY = REPO / "hf_lmobj" / "objectives.py"
+
+
+@pytest.mark.parametrize("name", list(OBJECTIVES))
+def test_each_spec_names_real_parts(name):
+    spec = get_objective(name)
+    assert spec.name == name and spec is OBJECTIVES[name]
+    assert hasattr(transformers, spec.auto_class), spec.auto_class
+    assert (REPO / "model_cards" / f"{spec.template}.md").is_file()
+    if spec.collator is not None:
+        assert spec.collator in hf_lmobj.__all__, f"{spec.collator} is not a public name"
+    if spec.data is not None:
+        assert spec.pretraining and spec.collator is not None and spec.architectures
+
+
+@pytest.mark.parametrize("old, new", sorted(DEPRECATED_NAMES.items()))
+def test_old_names_resolve_with_a_deprecation_warning(old, new):
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated.*use '{new}'"):
+        assert get_objective(old) is OBJECTIVES[new]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert canonical_name(old) == new  # stored data (fingerprints) maps silently
+        get_objective(new)
+
+
+def test_unknown_names_and_types_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"objective must be one of \['causal'"):
+        get_objective("gpt")
+    with pytest.raises(TypeError, match="--objective must be an objective word"):
+        get_objective(3, field="--objective")
+    with pytest.raises(ValueError, match="not a pre-training objective"):
+        check_objective("sequence_classification")
+
+
+def test_a_spec_refuses_contradictory_attributes():
+    with pytest.raises(ValueError, match="exclude each other"):
+        ObjectiveSpec("x", "t", "s", True, True, "AutoModel", "task", None, "causal")
+    with pytest.raises(ValueError, match="data must be"):
+        ObjectiveSpec("x", "t", "s", True, False, "AutoModel", "task", None, "causal", data="rows")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", [n for n, s in OBJECTIVES.items() if s.pretraining])
+def test_the_loss_follows_the_spec_attributes(name):
+    spec = OBJECTIVES[name]
+    logits = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0))  # (B, T, V)
+    labels = torch.tensor([[1, 2, 3, -100, 4], [5, 6, -100, 0, 1]])
+    reference = causal_lm_loss if spec.next_token else seq2seq_lm_loss if spec.encoder_decoder else masked_lm_loss
+    got = make_compute_loss_func(name)({"logits": logits}, labels)
+    torch.testing.assert_close(got, reference(logits, labels))
+    targets = objective_targets(name, {"labels": labels})
+    assert torch.equal(targets[:, :-1], labels[:, 1:]) if spec.next_token else torch.equal(targets, labels)
+
+
+@pytest.mark.parametrize("objective", TESTED_OBJECTIVES)
+def test_the_inferred_word_loads_the_model_through_its_auto_class(objective):
+    model = build_model(objective)
+    spec = get_objective(infer_objective(model))
+    mapping = getattr(transformers, spec.auto_class)._model_mapping
+    assert type(model) in mapping.values()
+
+
+# ---- the static rule: objective names are compared in the registry only ------------------------------------------
+
+
+def _words_in(node: ast.AST) -> list[str]:
+    """Objective names a comparison operand spells: a string, or the strings of a literal tuple / list / set."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in WORDS]
+
+
+def objective_comparisons(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every comparison with an objective name, and of every table keyed by two or more."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            found += [(node.lineno, w) for operand in (node.left, *node.comparators) for w in _words_in(operand)]
+        elif isinstance(node, ast.Dict):
+            keys = [w for key in node.keys if key is not None for w in _words_in(key)]
+            found += [(node.lineno, w) for w in keys] if len(keys) >= 2 else []
+    return found
+
+
+CODE = sorted(p for folder in ("hf_lmobj", "recipes") for p in (REPO / folder).rglob("*.py") if p != REGISTRY)
+
+
+@pytest.mark.parametrize("path", CODE, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_objective_name_is_compared_outside_the_registry(path):
+    found = objective_comparisons(path.read_text(encoding="utf-8"))
+    assert not found, f"{path.relative_to(REPO)} compares objective names {found}: read an ObjectiveSpec attribute"
+
+
+def test_the_rule_catches_comparisons_and_tables():
+    source = 'if objective == "clm": pass\nok = kind in ("span", "ul2")\nT = {"causal": 1, "masked": 2}\nx = y == "z"'
+    assert objective_comparisons(source) == [(1, "clm"), (2, "span"), (2, "ul2"), (3, "causal"), (3, "masked")]
+    assert len(CODE) > 50, "the rule must read the package and the recipes"
