@@ -1,11 +1,11 @@
 """Document text encoded as plain characters: a special-token string inside the text stays text.
 
-Code corpora mention control tokens: a tokenizer's tests hold ``'<fim_prefix>'``, its docs
-``'<|endoftext|>'`` or ``'[MASK]'``. Every entry point of the fill-in-the-middle family that encodes a
-document's text (the FIM transform and collator, :func:`~hf_lmobj.collators.document_pieces.document_pieces`,
-``FimPieces``, ``fim_prompts`` / ``infill``, the infilling evaluation) encodes it with special-token
-parsing **off**, so such a string becomes ordinary tokens; control tokens (BOS, EOS, the FIM sentinels)
-are only ever inserted by id. This is what
+Every entry point of the fill-in-the-middle family that encodes a document's text (the FIM transform
+and collator, :func:`~hf_lmobj.collators.document_pieces.document_pieces`, ``FimPieces``,
+``fim_prompts`` / ``infill``, the infilling evaluation) encodes it with special-token parsing **off**,
+so a string such as ``'<fim_prefix>'``, ``'<|endoftext|>'`` or ``'[MASK]'`` becomes ordinary tokens;
+control tokens (BOS, EOS, the FIM sentinels) are only ever inserted by id. Why: code corpora mention
+control tokens (a tokenizer's own tests and docs). This is what
 :func:`~hf_lmobj.data.sources.encode_texts_as_documents` does for streamed text, and what
 ``tokenizer(texts, add_special_tokens=False, split_special_tokens=True)`` gives.
 

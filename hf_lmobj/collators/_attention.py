@@ -4,24 +4,22 @@ A packed row holds several documents; each token may attend only within its own 
 batch can say so in three forms (``packed_attention=``), cheapest first:
 
 * ``"position_ids"``: ``position_ids`` restarting at 0 per document, no ``attention_mask``, and
-  ``use_cache=False``. transformers' ``create_causal_mask`` then detects the packed rows and builds
-  the block-causal mask itself, inside the forward, for eager, sdpa and flex attention alike. It
-  does so only without a cache, and a stock model builds one by default (``config.use_cache``) even
-  in train mode, so ``use_cache=False`` travels in the batch: ``model(**batch)`` isolates documents
-  in train and eval mode. 8 to 32 bytes per position.
+  ``use_cache=False``: transformers' ``create_causal_mask`` then builds the block-causal mask inside
+  the forward (eager, sdpa and flex attention alike), but only without a cache, which a stock model
+  builds by default even in train mode; so ``use_cache=False`` travels in the batch and
+  ``model(**batch)`` isolates documents in train and eval mode. 8 to 32 bytes per position.
 * ``"cu_seq_lens"``: flash-attention's varlen kwargs (``cu_seq_lens_q/k``, ``max_length_q/k``)
   plus ``position_ids``; no mask at all.
 * ``"4d_mask"``: an additive float ``[B, 1, T, T]`` mask (4 T^2 bytes per row), for the models whose
-  mask builder ignores ``position_ids`` (transformers 5.24: OPT, BioGPT, XGLM, GPT-OSS, AFMoE,
-  GraniteMoeHybrid, and BERT / RoBERTa-family decoders such as ``BertLMHeadModel``). It is built
-  for rows longer than :data:`DENSE_MASK_MAX_LENGTH` only when asked for by name.
+  mask builder ignores ``position_ids`` (e.g. OPT, and BERT-family decoders such as
+  ``BertLMHeadModel``). Built for rows longer than :data:`DENSE_MASK_MAX_LENGTH` only when asked
+  for by name.
 
 ``"auto"`` picks ``"cu_seq_lens"`` for flash-attention and ``"position_ids"`` otherwise; given a
 ``model`` it reads the model's own mask code and picks ``"4d_mask"`` where ``position_ids`` would
 leak, or refuses a model that cannot isolate packed documents at all: its ``forward`` takes no
-``position_ids`` (Bloom, MPT, Mamba, RWKV, XLNet, the seq2seq decoders, ...), or it has recurrent
-layers that a mask does not reach (Bamba, Jamba, Qwen3-Next, LFM2, ...: ``layer_types`` other than
-attention).
+``position_ids`` (e.g. Bloom, Mamba, the seq2seq decoders), or it has recurrent layers that a mask
+does not reach (``layer_types`` other than attention, e.g. Jamba).
 
 Example:
     >>> import torch

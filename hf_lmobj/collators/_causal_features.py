@@ -3,14 +3,13 @@
 Each feature is one document (``{"input_ids": [...]}``, optional ``labels`` / ``attention_mask``)
 or one pre-packed row of several documents whose boundaries come with it (``position_ids``
 restarting at 0 per document, or ``seq_lengths``). Every column is read and checked element by
-element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python lists, so a
-batch costs a few nanoseconds per token); its errors name the feature and the field.
+element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python lists); its
+errors name the feature and the field.
 
 A row packed by :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` carries ``seq_lengths``
 only: a row that lost that column on the way (a stock ``Trainer`` with ``remove_unused_columns=True``)
-looks like one document and cannot be told apart. Rows from older ``pack_dataset`` versions, which
-numbered their documents 1, 2, ... in ``attention_mask``, are still refused when they arrive without
-``position_ids``.
+looks like one document and cannot be told apart. A row whose ``attention_mask`` numbers its
+documents 1, 2, ... is refused when it arrives without ``position_ids``.
 
 Example:
     >>> flat = read_features([{"input_ids": [5, 6]}, {"input_ids": [7, 8, 9], "position_ids": [0, 0, 1]}],

@@ -7,25 +7,21 @@ Two modes:
   trained even when ``pad_token == eos_token``). A feature longer than ``max_length`` is split into
   several rows, never truncated.
 * **packing** (``packing=True``, ``max_length`` required): the batch's documents (longer ones split
-  into ``max_length`` chunks) are bin-packed best-fit-decreasing (O(n log n)) into rows of
-  ``max_length``; ``position_ids`` restart at 0 per document. Every packed batch is exactly
+  into ``max_length`` chunks) are bin-packed best-fit-decreasing (O(n log n)) into rows;
+  ``position_ids`` restart at 0 per document. Every packed batch is exactly
   ``round_up(max_length, pad_to_multiple_of)`` wide, so all batches of a run have one shape (what
   accelerate's ``dispatch_batches`` concatenates across processes); the padding tail is ignored
-  (labels -100) and its positions count 0, 1, ... as a dummy document of its own. The batch stays
-  O(B x T) at any row length: with eager / sdpa / flex attention it carries ``use_cache=False``
-  and no mask, and transformers builds the block-causal mask from ``position_ids`` inside the
-  forward (in train *and* eval mode: without ``use_cache=False`` the cache a stock model builds by
-  default turns that detection off); flash-attention gets ``cu_seq_lens_q/k`` / ``max_length_q/k``. Models whose
-  mask ignores ``position_ids`` get a 4D ``[B, 1, T, T]`` mask instead (pass ``model=`` and the
-  collator checks; see :mod:`hf_lmobj.collators._attention`).
+  (labels -100) and its positions count 0, 1, ... as a dummy document of its own. Documents are
+  isolated in the cheapest form the model reads (:mod:`hf_lmobj.collators._attention`): no mask and
+  ``use_cache=False`` by default, ``cu_seq_lens_q/k`` for flash-attention (both O(B x T) at any row
+  length), a 4D ``[B, 1, T, T]`` mask for a ``model=`` whose mask ignores ``position_ids``.
 
 Features may be pre-packed rows (from :func:`hf_lmobj.collators.dataset_packing.pack_dataset`,
 or TRL's) carrying ``seq_lengths`` (or ``position_ids``): in both modes each one is one batch row,
 never re-packed or split, with its documents isolated and the batch as wide as a packed one
 (``max_length``, rounded up; the longest row when ``max_length`` is None). A pre-packed row longer
-than ``max_length`` is a ``ValueError``. The collator only sees what reaches it: a stock ``Trainer``
-with ``remove_unused_columns=True`` drops ``seq_lengths`` (no model's ``forward`` takes it) and the
-rows then read as single documents, so pass ``remove_unused_columns=False`` there.
+than ``max_length`` is a ``ValueError``. A stock ``Trainer`` drops ``seq_lengths`` (and the rows read
+as single documents) unless ``remove_unused_columns=False``.
 
 Every mode emits ``labels`` (HF convention: aligned with ``input_ids``, the model shifts; -100 at
 padding and at every document's first token) and ``shift_labels`` (``shift_labels[:, t] ==

@@ -9,14 +9,11 @@ input has them: about 4 bytes per token on disk, nothing per token beyond the id
 ``cu_seq_lens`` or the 4D mask from ``seq_lengths``, keeps each row as one batch row and never
 lets a document attend to another.
 
-``seq_lengths`` is not an argument of any model's ``forward``: a stock ``Trainer`` with its default
-``remove_unused_columns=True`` drops it, and the rows would then reach the collator as single
-documents (the collator cannot tell: nothing per token marks a packed row). With a stock ``Trainer``
-pass ``TrainingArguments(remove_unused_columns=False)``; hf_lmobj's ``ObjectiveTrainer`` keeps the
-column itself.
-
-The work is vectorised over Arrow buffers (no Python loop over tokens): each column is gathered
-with one copy of each document chunk, and best-fit-decreasing is O(n log n) in documents.
+``seq_lengths`` is no model's ``forward`` argument, so a stock ``Trainer`` drops it by default and the
+rows reach the collator as single documents (nothing per token marks a packed row): pass
+``TrainingArguments(remove_unused_columns=False)``; ``ObjectiveTrainer`` keeps the column itself.
+The work is vectorised over Arrow buffers (one copy of each document chunk, no Python loop over
+tokens); best-fit-decreasing is O(n log n) in documents.
 
 Two strategies, neither drops a token:
 

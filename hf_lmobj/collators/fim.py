@@ -1,19 +1,13 @@
 """``DataCollatorForFillInTheMiddle``: FIM per document, then padded or packed as the causal collator does.
 
-Fill-in-the-middle (Bavarian et al. 2022) trains one causal model to both continue and infill:
-a share of the documents is cut into prefix / middle / suffix and re-ordered around sentinel tokens
-(:mod:`hf_lmobj.collators.fim_transform`). The order matters: the transform runs on each document
-*first*, and only then are the documents padded or packed, by a
-:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` that this collator holds (composition,
-not inheritance). So a FIM span never crosses documents, packed documents stay isolated
-(``position_ids`` restart per document), ``labels`` / ``shift_labels`` are the causal collator's,
-and no token is dropped: every token of every transformed document is in the batch.
-
-Text stays text: at ``"char"`` / ``"line"`` level each piece is encoded with special-token parsing
-off, so code that mentions ``'<fim_prefix>'`` keeps those characters; the sentinels and EOS are
-inserted by id only. A feature's ``input_ids`` must be its text's own tokens (no control token
-inside, the same document: ids truncated while the text is whole are refused, naming the feature);
-ids that already hold a FIM sentinel are refused at every level.
+Fill-in-the-middle (Bavarian et al. 2022) trains one causal model to both continue and infill: a
+share of the documents is cut into prefix / middle / suffix and re-ordered around sentinel tokens
+by :class:`~hf_lmobj.collators.fim_transform.FimTransform`, whose rules apply: pieces encoded as plain
+text; ``input_ids`` that are not their text's own tokens (text levels) or that hold a FIM sentinel
+are refused, naming the feature. The transform runs on each document *first*; only then are they padded
+or packed, by a :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` that this collator holds.
+So a FIM span never crosses documents, packed documents stay isolated (``position_ids`` restart per
+document), ``labels`` / ``shift_labels`` are the causal collator's, and no token is dropped.
 
 Two ways in, both seeded by ``(seed, epoch, example)``:
 

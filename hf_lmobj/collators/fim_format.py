@@ -6,12 +6,9 @@ that a causal model learns to produce the middle after seeing both sides:
 * **PSM** (prefix-suffix-middle): ``<fim_prefix> prefix <fim_suffix> suffix <fim_middle> middle``
 * **SPM** (suffix-prefix-middle): ``<fim_prefix> <fim_suffix> suffix <fim_middle> prefix middle``
 
-The SPM order is "variant 2" of Bavarian et al. 2022 (appendix D) as bigcode's Megatron-LM
-implements it for SantaCoder / StarCoder (``permute`` in ``megatron/data/gpt_dataset.py``:
-``[prefix_tok, suffix_tok] + suffix + [middle_tok] + prefix + middle``), and as Code Llama formats
-suffix-first prompts (``infilling_prompt_tokens(..., suffix_first=True)`` in
-``llama/generation.py``: ``<PRE> <SUF>{suf} <MID> {pre}``). Both sentinels open the sequence, and
-prefix and middle are contiguous, so the prefix is plain left-to-right context for the middle.
+The SPM order is "variant 2" of Bavarian et al. 2022 (appendix D), as StarCoder and Code Llama use
+it: both sentinels open the sequence, and prefix and middle are contiguous, so the prefix is plain
+left-to-right context for the middle.
 
 Sentinels are looked up by name in the tokenizer (StarCoder's names by default; pass the names
 of your tokenizer's own tokens otherwise), never assumed.

@@ -1,52 +1,37 @@
 """The per-document fill-in-the-middle transform: seeded cuts, PSM or SPM, nothing truncated.
 
-With probability ``fim_rate`` a document is cut at two points drawn uniformly (sorted, so the
-middle may be empty, and so may the prefix or the suffix) into ``prefix``, ``middle`` and
-``suffix``, then laid out PSM or (with probability ``spm_rate``) SPM around the sentinels (see
-:mod:`hf_lmobj.collators.fim_format`), followed by EOS: the end-of-middle token that tells
-``generate()`` to stop. Other documents pass through unchanged.
+With probability ``fim_rate`` a document is cut at two sorted uniform points (so any of the pieces
+may be empty) into ``prefix``, ``middle`` and ``suffix``, laid out PSM or (with probability
+``spm_rate``) SPM around the sentinels (:mod:`hf_lmobj.collators.fim_format`), then EOS: the
+end-of-middle token that ``generate()`` stops at. Other documents pass through unchanged.
+``fim_level`` says where the cuts fall:
 
-Where the cuts fall (``fim_level``):
-
-* ``"char"`` (default): uniformly over the document's *characters*, then the pieces are encoded on
-  their own, exactly as an infilling prompt is encoded at inference (``encode(prefix)``,
-  ``encode(suffix)``). This is the default because it is what the FIM paper recommends (Bavarian
-  et al. 2022 select spans at character level so that the model learns to complete a token cut in
-  two, as an editor's cursor often does) and what bigcode (SantaCoder, StarCoder) trains with: the
-  sample is decoded, cut at characters and re-encoded (``permute_char_level``). It needs the
-  document's text (the ``text`` column, or ``text_column=``). The text is preserved exactly; the
-  tokens may differ from the document's own only where a cut splits a token or a word.
-  In SPM, where the prefix runs straight into the middle, the two are encoded as *one* text (Code
-  Llama, Rozière et al. 2023, section 2.3): the model never sees a token split there, and an SPM
-  prompt is healed at inference instead (:mod:`hf_lmobj.generation.fim_prompting`). Without it a
-  small model reads the prefix's lone trailing ``"\\n"`` token as a blank line and writes one.
-* ``"line"``: uniformly over the document's *line starts* (position 0, every position after a
-  ``"\\n"``, and the end): prefix, middle and suffix are whole lines, encoded on their own like
-  ``"char"``. It matches line-based infilling (single- and multi-line, where the middle starts with
-  its indentation after a prefix ending in a newline), which a small model trained on character
-  cuts, mostly mid-word, rarely sees (``benchmarks/fim_experiments.md``). Needs the text, like
-  ``"char"``.
-* ``"token"``: uniformly over the document's tokens; the pieces are slices of ``input_ids``, so the
-  document's tokens are preserved exactly (apart from the sentinels and the end-of-middle EOS).
+* ``"char"`` (default): uniformly over the characters; needs the document's text (the ``text``
+  column, or ``text_column=``). The pieces are encoded on their own, as an infilling prompt is: the
+  text is kept exactly, the tokens change only where a cut splits a token or a word. In SPM the
+  prefix and the middle are encoded as *one* text, so no token is split there (an SPM prompt is
+  healed instead: :mod:`hf_lmobj.generation.fim_prompting`). Why the default: the FIM paper's
+  choice (Bavarian et al. 2022), so that the model learns to complete a token cut in two.
+* ``"line"``: uniformly over the line starts (0, every position after a ``"\\n"``, and the end):
+  whole-line pieces, encoded as at ``"char"``; needs the text. Why: it matches line-based
+  infilling, which character cuts rarely show a small model.
+* ``"token"``: uniformly over the tokens; the pieces are slices of ``input_ids``, so the document's
+  tokens are preserved exactly (apart from the sentinels and the end-of-middle EOS).
 
 Text stays text: at ``"char"`` and ``"line"`` level the pieces are encoded with special-token
-parsing off (:mod:`hf_lmobj.plain_text`), so a document that mentions ``'<fim_prefix>'``
-or ``'<|endoftext|>'`` keeps those characters as ordinary tokens; the sentinels and the EOS are only
-ever inserted by id. Ids are checked against the text: the ids (less a leading BOS and a trailing EOS)
-must hold no control token and be the text's own tokens (they decode to the text, or the text
-encodes to them), else a ``ValueError`` names the feature (a usual cause: ``input_ids`` truncated
-with ``truncation=True`` while the text was kept whole; cut long documents with
-:func:`~hf_lmobj.collators.document_pieces.document_pieces` instead). Ids that already hold a FIM
-sentinel are refused at every level: the sentinels are reserved for the transform.
+parsing off (:mod:`hf_lmobj.plain_text`), so a document that mentions ``'<fim_prefix>'`` or
+``'<|endoftext|>'`` keeps those characters as ordinary tokens; sentinels and EOS are only ever
+inserted by id. At those levels the ids (less a leading BOS and a trailing EOS) must hold no control
+token and be the text's own tokens (they decode to the text, or the text encodes to them), else a
+``ValueError`` names the feature (usually ``input_ids`` truncated while the text was kept whole: cut
+long documents with :func:`~hf_lmobj.collators.document_pieces.document_pieces` instead). Ids that
+already hold a FIM sentinel are refused at every level.
 
-Nothing is truncated: the transformed document is 4 tokens longer (3 sentinels and EOS, one less
-when it already ended with EOS), plus any re-tokenization at the character cuts; a collator that
-splits documents longer than its rows (never dropping a token) takes it from there. A leading BOS
-stays first and a trailing EOS is the end-of-middle token.
-
-Randomness is keyed by ``(seed, epoch, example)`` through :mod:`hf_lmobj.collators.seeding` (the
-feature's ``idx`` / ``index``, else its tokens): the same example gets the same cut in whatever
-batch, worker or process it lands.
+Nothing is truncated: a transformed document is 4 tokens longer (3 sentinels and EOS, one less when
+it already ended with EOS), plus any re-tokenization at the character cuts. A leading BOS stays
+first and a trailing EOS is the end-of-middle token. Randomness is keyed by ``(seed, epoch,
+example)`` (:mod:`hf_lmobj.collators.seeding`: the feature's ``idx`` / ``index``, else its tokens):
+an example gets the same cut in whatever batch, worker or process it lands.
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer

@@ -4,15 +4,13 @@ Each call flattens the batch into one token stream, draws two uniforms per token
 corrupts with the pure functions of :mod:`hf_lmobj.collators._masking`, then lays the stream out
 in rows: one row per example (padding mode) or several documents per row (``packing=True``).
 
-Reproducibility: with ``seed`` set, each example gets its own seed from ``(seed, epoch,
-example)`` (:mod:`hf_lmobj.collators.seeding`: the feature's ``idx`` / ``index``, else a hash of
-its tokens) and each token's uniforms are a counter-based function of that seed and the token's
-position (:func:`~hf_lmobj.collators._masking.counter_uniforms`), so a mask does not depend on the
-batch, ``num_workers``, world size or the resume point. Advance the epoch with
-``collator.set_epoch(n)``, or each epoch with ``seeding.CollatorEpochCallback(collator)`` in a Trainer
-(keep ``persistent_workers=False``, the default, so DataLoader workers see the new epoch); without
-it every epoch repeats the same masks. ``seed=None`` draws a fresh OS seed per call (no global RNG):
-every call masks afresh, as in the other random collators.
+Reproducibility: with ``seed`` set, each token's uniforms are a counter-based function
+(:func:`~hf_lmobj.collators._masking.counter_uniforms`) of its example's seed (from ``(seed, epoch,
+example)``: :mod:`hf_lmobj.collators.seeding`) and its position, so a mask does not depend on the
+batch, ``num_workers``, world size or the resume point. Advance the epoch with ``set_epoch(n)`` or
+``seeding.CollatorEpochCallback(collator)`` (with ``persistent_workers=False``, the default, so
+DataLoader workers see it), else every epoch repeats the same masks. ``seed=None`` draws a fresh OS
+seed per call (never the global RNG): every call masks afresh.
 
 Output keys:
     * padding mode: ``input_ids``, ``attention_mask`` (B, T), ``labels``;

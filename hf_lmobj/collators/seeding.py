@@ -1,9 +1,8 @@
 """Per-example randomness that depends only on (seed, epoch, example), never on the batch.
 
-A collator that draws its noise from one generator for the whole batch gives an example different
-masks depending on which batch it lands in, how many DataLoader workers there are, the world size
-and the resume point. Keying the draws by the example itself removes all four: the same
-``(seed, epoch, key)`` always gives the same draws.
+The same ``(seed, epoch, key)`` always gives the same draws. Why: noise drawn from one generator per
+batch would change with the batch an example lands in, the DataLoader workers, the world size and
+the resume point.
 
 :func:`example_seeds` is the one rule every random collator (masked, span, UL2, BART, FIM) uses:
 

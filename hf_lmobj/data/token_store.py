@@ -1,7 +1,6 @@
 """A token store: a corpus tokenized once into memory-mapped token files plus a document index.
 
-A store is a folder of three files (like nanoGPT's ``train.bin``, Megatron's ``.bin`` / ``.idx``,
-OLMo's ``.npy``):
+A store is a folder of three files:
 
 * ``tokens.bin``: every document's token ids back to back, little-endian, ``uint16`` when
   ``vocab_size <= 65536`` else ``uint32`` (:func:`token_dtype`);
@@ -15,9 +14,9 @@ A store is written into a temporary sibling folder renamed into place at the end
 at ``path`` is always complete; :meth:`TokenStore.open` checks the sizes against ``meta.json``.
 Reading is O(1) per document (two offsets, one slice of the memory map) and opening is cheap,
 so a :class:`TokenStore` travels to DataLoader workers by pickle and reopens its maps there.
-Extra files (a ``tokenizer/`` folder beside the three) are allowed.
-
-It is written by :mod:`hf_lmobj.data.token_store_writer`.
+Extra files (a ``tokenizer/`` folder beside the three) are allowed. Written by
+:mod:`hf_lmobj.data.token_store_writer`; nanoGPT's and Megatron's token files open as stores with
+:meth:`TokenStore.from_nanogpt_bin` / :meth:`TokenStore.from_megatron`.
 
 Example:
     >>> import tempfile

@@ -6,9 +6,7 @@ Each filter takes float32 (or float64) scores ``x`` of shape ``(B, V)`` (filtere
 
 Ties: every filter keeps a token exactly when its score is at least the score of the last token
 the textbook rule keeps (a threshold on the value), so tokens tied with that boundary token are
-all kept. transformers' ``TopKLogitsWarper`` does the same; its ``TopPLogitsWarper`` and
-``MinPLogitsWarper`` keep an arbitrary subset of such ties (whatever order ``torch.sort`` /
-``torch.topk`` put them in). Without ties the kept sets are the same.
+all kept, never an arbitrary subset of them; without ties the kept sets are the textbook ones.
 
 Top-p without a full sort: the best ``INITIAL_TOP_P_TOKENS`` of each row are selected and sorted
 (a partial sort). Their cumulative sums are bit for bit the prefix of a full sort's, so when they
@@ -148,8 +146,7 @@ def log_normalizer(x: torch.Tensor, block: int = 2**16) -> torch.Tensor:
 
     Exact to float64 rounding whatever ``x``'s dtype (a float32 log-normalizer is off by up to
     ~1e-6 at |lse| ~ 20, as much as ``1 - top_p`` for ``top_p = 0.999999``). Rows are converted
-    ``block`` elements at a time, so the float64 copy stays in cache (twice the float32 cost,
-    where ``torch.logsumexp`` on a float64 copy of the whole batch costs eight).
+    ``block`` elements at a time, so the float64 copy stays in cache.
 
     Example:
         >>> log_normalizer(torch.tensor([[0.0, 0.0], [1.0, -float("inf")]])).flatten().tolist()
@@ -167,8 +164,8 @@ def log_normalizer(x: torch.Tensor, block: int = 2**16) -> torch.Tensor:
 def sorted_top_values(x: torch.Tensor, k: int, rows: torch.Tensor | None = None) -> torch.Tensor:
     """The ``k`` largest values of each row (R, V) in descending order (R, k); ``rows``: a subset.
 
-    On CPU this is numpy's introselect + sort of the k values (``torch.topk`` and ``torch.sort``
-    are several times slower there); elsewhere ``torch.topk``. Values only, so ties are moot.
+    On CPU this is numpy's introselect + sort of the k values (faster there than ``torch.topk`` /
+    ``torch.sort``); elsewhere ``torch.topk``. Values only, so ties are moot.
 
     Example:
         >>> sorted_top_values(torch.tensor([[1.0, 4.0, -float("inf"), 3.0]]), 3).tolist()

@@ -3,17 +3,14 @@
 A model trained with :class:`~hf_lmobj.collators.fim.DataCollatorForFillInTheMiddle` saw
 ``[BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle> middle EOS`` (PSM) and
 ``[BOS] <fim_prefix> <fim_suffix> suffix <fim_middle> prefix middle EOS`` (SPM). To infill, it is
-given everything before the middle and generates the middle; the EOS it then emits (the
-end-of-middle token) is the ``eos_token_id`` that ``generate()`` stops at. Prefix and suffix are
-encoded on their own, as the text-level transform encodes its PSM pieces in training. In SPM the
-transform encodes prefix and middle as one text, so :func:`infill` heals an SPM prompt (its last
-prefix token is the model's to write: :mod:`hf_lmobj.generation.token_healing`).
-
-Text stays text: prefixes and suffixes are encoded with special-token parsing off
-(:mod:`hf_lmobj.plain_text`), as the FIM transform encodes its pieces, so code that
-mentions ``'<fim_middle>'`` gives ordinary tokens and a prompt holds exactly one of each sentinel
-(inserted by id). The model writes no control token either: :func:`fim_generate_kwargs` suppresses
-every special token but the end-of-middle EOS.
+given everything before the middle and generates the middle, stopped by ``generate()`` at the EOS
+(the end-of-middle token). Prefix and suffix are encoded on their own, as plain text
+(:mod:`hf_lmobj.plain_text`), as the text-level transform encodes its PSM pieces: code that mentions
+``'<fim_middle>'`` gives ordinary tokens and a prompt holds exactly one of each sentinel (inserted by
+id). In SPM the transform encodes prefix and middle as one text, so :func:`infill` heals an SPM
+prompt (its last prefix token is the model's to write: :mod:`hf_lmobj.generation.token_healing`).
+The model writes no control token either: :func:`fim_generate_kwargs` suppresses every special
+token but the end-of-middle EOS.
 
 :func:`infill` returns ``num_return_sequences`` middles per prompt, grouped by prompt as
 ``generate()`` groups its rows (prompt 0's, then prompt 1's, ...), for greedy decoding, sampling,

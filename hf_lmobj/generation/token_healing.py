@@ -1,13 +1,12 @@
 """Token healing for prompts that end mid-text: drop the prompt's last token, make the model write it.
 
-A byte-level BPE encodes ``"):\\n        if"`` as ``"):"``, ``"\\n       "``, ``" if"``: the newline
-merges with the next line's indentation. A prompt that ends at the line start therefore ends with a
-lone ``"\\n"`` token that running text never has, and a model reads it as a blank line. Token
-healing (Guidance; Code Llama recommends it for its suffix-prefix-middle prompts, whose prefix runs
-straight into the middle) drops that last token and lets the model write its text again, through
-any token that *starts* with it (``"\\n       "`` included) or through shorter tokens that spell it: :func:`heal_prompts` cuts the prompts
-and returns each one's *lead* text, :class:`LeadLogitsProcessor` constrains the first generated
-token, and the caller strips the lead from the generated text.
+Why: a byte-level BPE encodes ``"):\\n        if"`` as ``"):"``, ``"\\n       "``, ``" if"``, so a prompt
+that ends at the line start ends with a lone ``"\\n"`` token that running text never has, and a model
+reads it as a blank line. Token healing (as in Guidance, and as Code Llama recommends for SPM
+prompts) drops that last token and lets the model write its text again, through any token that
+*starts* with it (``"\\n       "`` included) or through shorter tokens that spell it:
+:func:`heal_prompts` cuts the prompts and returns each one's *lead* text, :class:`LeadLogitsProcessor`
+constrains the first generated token, and the caller strips the lead from the generated text.
 
 A lead is text, so a control token never stands for it: :func:`heal_prompts` never cuts a special
 token off (BOS, EOS, a FIM sentinel: nothing of the text to heal), and :class:`LeadLogitsProcessor`

@@ -33,9 +33,8 @@ __all__ = [
 #: Budget, in elements, of one chunk's logits block when ``chunk_size`` is left to ``None``.
 DEFAULT_CHUNK_ELEMENTS = 2**24
 #: The CPU budget: an 8 MiB float32 block stays in the last-level cache between the matmul and the
-#: softmax passes over it (vocab 4096, 8192 rows: the loss and its gradient ~1.35x faster than with
-#: the 16M budget on a 2-core AMD EPYC; ``benchmarks/demo_experiments.md``). At least 256 rows, so
-#: a large vocabulary still multiplies blocks of a useful height.
+#: softmax passes over it. At least 256 rows, so a large vocabulary still multiplies blocks of a
+#: useful height.
 CPU_CHUNK_ELEMENTS = 2**21
 
 

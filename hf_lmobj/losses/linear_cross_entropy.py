@@ -4,11 +4,10 @@
 ``cross_entropy(hidden @ weight.T + bias, targets)`` in value and gradients, but walks the target
 rows in chunks of ``chunk_size``: each chunk's logits are built, turned into its loss and its
 gradient with respect to the logits, multiplied into ``grad_hidden`` / ``grad_weight`` and freed.
-The gradients are therefore computed during the forward pass (the backward only scales them by
-the incoming gradient), so the peak extra memory is one ``[chunk_size, vocab]`` block plus the
-gradient buffers themselves. Rows whose target is ``ignore_index`` are dropped before the head is
-applied: they cost nothing, which is also how the sparse masked-LM path runs the head only on the
-selected positions.
+The gradients are computed during the forward (the backward only scales them by the incoming
+gradient), so the peak extra memory is one ``[chunk_size, vocab]`` block plus the gradient buffers.
+Rows whose target is ``ignore_index`` are dropped before the head is applied and cost nothing (so a
+masked-LM loss runs the head on the selected positions only).
 
 Per-token loss (``z`` = logits, optionally soft-capped ``c * tanh(z / c)``; ``eps`` = label
 smoothing; ``lse`` = logsumexp(z))::
@@ -26,6 +25,10 @@ inputs); gradients come back in each input's own dtype. Under bf16 autocast the 
 equals the transformers loss of the autocast model (bf16 logits, float32 cross-entropy), with no
 ``[tokens, vocab]`` tensor in either dtype.
 
+A head weight sharded on the vocabulary (a ``DTensor`` placed ``Shard(0)``, or a local shard with
+``process_group=`` / ``vocab_start=``) runs vocab-parallel: the same loss and gradients with
+``[chunk, V / tp]`` logits per rank (:mod:`hf_lmobj.losses.vocab_parallel`).
+
 Example:
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
@@ -36,11 +39,6 @@ Example:
     >>> ref = torch.nn.functional.cross_entropy(h @ w.T, t)
     >>> torch.allclose(ours, ref)
     True
-
-Tensor (vocab) parallelism: a head weight that is a ``DTensor`` placed ``Shard(0)`` (``ColwiseParallel``
-on the ``lm_head``, ``tp_plan="auto"``), or a plain local shard with ``process_group=`` and
-``vocab_start=``, runs vocab-parallel: the same loss and gradients, with only ``[chunk, V / tp]``
-logits per rank and two small all-reduces per chunk (contract and example: ``hf_lmobj.losses.vocab_parallel``).
 """
 
 from __future__ import annotations

@@ -15,18 +15,14 @@ to ``Replicate`` first with ``full_tensor()``. Every rank returns the same loss,
 the unsharded head (label smoothing, z-loss, logit softcap, ``ignore_index`` and
 ``num_items_in_batch`` included), and gets the gradient of its own weight / bias shard and the full
 gradient of ``hidden``. The call and the backward are collectives: every TP rank must make them,
-with the same targets (checked: one small all-reduce per call). A DTensor weight placed ``Replicate()`` only (FSDP2-gathered) takes the
-ordinary path on its local copy. Other placements (``Shard(1)``, ``Partial``, strided shards from
-FSDP + TP) raise ``NotImplementedError``.
+with the same targets (checked: one small all-reduce per call). A DTensor weight placed
+``Replicate()`` only (FSDP2-gathered) takes the ordinary path on its local copy. Other placements
+(``Shard(1)``, ``Partial``, strided shards from FSDP + TP) raise ``NotImplementedError``.
 
-How. As Megatron's vocab-parallel cross-entropy: each rank builds only its shard's logits, one
-``[chunk_size, V_local]`` block at a time; per chunk one all-reduce (max) gives the shift and one
-all-reduce (sum) of ``[sum exp, target logit (0 on the ranks that do not own the target), sum of
-logits]`` gives the log-normaliser, the target logit and, for label smoothing, the vocabulary mean.
-The gradients are computed in the forward as on the single-device path; ``hidden``'s gradient is
-each shard's partial ``dlogits @ W_local``, summed over the TP group in the backward by an
-all-reduce (Megatron's ``copy_to_tensor_model_parallel_region``). Why: the full ``[N, V]`` logits,
-or even a gathered weight, never exist on one rank; memory is ``O(chunk_size x V / tp)``.
+How: Megatron's vocab-parallel cross-entropy, one ``[chunk_size, V_local]`` block at a time, with two
+all-reduces per chunk (max, then the sums) and ``hidden``'s gradient summed over the TP group in the
+backward. Why: the full ``[N, V]`` logits, or even a gathered weight, never exist on one rank;
+memory is ``O(chunk_size x V / tp)``.
 
 Example (2 ranks, under ``torchrun``; see ``tests/scripts/vocab_parallel_step.py``)::
 

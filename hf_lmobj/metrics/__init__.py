@@ -40,8 +40,7 @@ GRADIO_SDK_VERSION = "3.19.1"
 
 evaluate's widget (``evaluate.utils.launch_gradio_widget``, evaluate 0.4.x) builds its form with
 ``gr.inputs.Dataframe`` and ``gr.outputs.Textbox``, namespaces gradio 4 removed, so a Space on
-gradio 4 crashes at start; evaluate's own metric Spaces pin this version. tests/metrics/test_metrics.py
-checks both cards against it and the installed widget's source against its major version.
+gradio 4 crashes at start; evaluate's own metric Spaces pin this version.
 """
 
 

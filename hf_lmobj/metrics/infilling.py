@@ -1,37 +1,35 @@
 """Single-line infilling on held-out code: hide one line inside a function, let the model write it.
 
-In the spirit of HumanEval single-line infilling (Bavarian et al. 2022), scored by exact match
-rather than unit tests: :func:`single_line_cases` picks a fixed, seeded sample of non-blank,
-non-comment lines inside function bodies (after any docstring) of the given source files, and
-:func:`evaluate_infilling` has a causal LM fill each one in, in one of three ways:
+HumanEval-style single-line infilling (Bavarian et al. 2022), scored by exact match rather than unit
+tests: :func:`single_line_cases` picks a fixed, seeded sample of non-blank, non-comment lines inside
+function bodies (after any docstring) of the given source files, and :func:`evaluate_infilling` has
+a causal LM fill each one in, in one of three ways:
 
-* ``"psm"`` / ``"spm"``: the FIM prompt (:mod:`hf_lmobj.generation.fim_prompting`) with the
-  prefix and suffix around the gap; the model writes the middle and ends it with EOS.
-* ``"prefix_only"``: left to right, the only way a plain causal LM can: it sees the prefix and
-  continues it. The prompt is the prefix *as the model tokenizes it in running text*: the
-  token(s) that straddle the line start (``"\\n   "`` in a byte-level BPE) are left for the model to
-  write (token healing: :class:`~hf_lmobj.generation.token_healing.LeadLogitsProcessor` makes the
-  generation start with their text), so a plain model is not judged on a token split it never saw.
-* ``"spm"`` ends with the prefix running into the middle, which the FIM transform encodes as one
-  text; it is healed the same way, so that it differs from ``"prefix_only"`` only by the suffix
-  (and ``<fim_prefix> <fim_suffix>`` before it, ``<fim_middle>`` after it).
+* ``"psm"`` / ``"spm"``: the FIM prompt (:mod:`hf_lmobj.generation.fim_prompting`) with the prefix
+  and suffix around the gap; the model writes the middle and ends it with EOS. ``"spm"`` ends with
+  the prefix running into the middle (encoded as one text by the FIM transform) and is healed as
+  ``"prefix_only"`` is, so the two differ only by the suffix and the sentinels around it.
+* ``"prefix_only"``: left to right, the only way a plain causal LM can. The prompt is the prefix
+  *as the model tokenizes it in running text*: the token(s) that straddle the line start (``"\\n   "``
+  in a byte-level BPE) are left for the model to write (token healing:
+  :class:`~hf_lmobj.generation.token_healing.LeadLogitsProcessor`), so a plain model is not judged
+  on a token split it never saw.
 
 Source text stays text: prefixes, suffixes, lines and targets are encoded with special-token parsing
-off (:mod:`hf_lmobj.plain_text`), so a file that mentions ``'<fim_middle>'`` or ``'</s>'``
-is scored on those characters, never on a control token; the model may write no control token but
-the end-of-middle EOS (:func:`~hf_lmobj.generation.fim_prompting.fim_generate_kwargs`).
+off (:mod:`hf_lmobj.plain_text`), so a file that mentions ``'<fim_middle>'`` or ``'</s>'`` is scored on
+those characters; the model may write no control token but the end-of-middle EOS
+(:func:`~hf_lmobj.generation.fim_prompting.fim_generate_kwargs`).
 
 The hidden text is the whole line *with its newline*: the prefix ends at the line's start and the
-suffix starts at the next line's start, the layout an editor has when the cursor sits on an empty
-line and the one line-level FIM training (``fim_level="line"``) produces. The prediction is the
-generated text up to its first newline, and it is an exact match when it equals the hidden line
-(indentation included); its edit similarity to the hidden line (:func:`edit_similarity`, the
-``fuzz.ratio`` of CodeXGLUE / CrossCodeEval line completion, divided by 100) gives partial credit for
-the near misses a small model writes. The NLL of the hidden text is teacher forced from the same prompt and
-reported in bits per UTF-8 byte of the text it covers: in ``"psm"`` the middle as the FIM transform
-encodes it (line and newline, which ends the middle); in ``"prefix_only"`` and ``"spm"`` the line as
-running text encodes it, from the straddled prefix characters to the line's end (its newline would
-merge with the next line's indentation, which these prompts do not show).
+suffix starts at the next line's (an editor's cursor on an empty line; what ``fim_level="line"``
+trains). The prediction is the generated text up to its first newline: an exact match when it
+equals the hidden line (indentation included), with partial credit from its edit similarity
+(:func:`edit_similarity`: CodeXGLUE / CrossCodeEval's ``fuzz.ratio`` divided by 100). The NLL of the
+hidden text is teacher forced from the same prompt, in bits per UTF-8 byte of the text it covers: in
+``"psm"`` the middle as the FIM transform encodes it (line and newline, which ends the middle); in
+``"prefix_only"`` and ``"spm"`` the line as running text encodes it, from the straddled prefix
+characters to the line's end (its newline would merge with the next line's indentation, which these
+prompts do not show).
 
 Example:
     >>> text = "def f(x):\\n    y = x + 1\\n    return y\\n"

@@ -11,10 +11,8 @@ with the NLL (nats) of each whole document summed over lm-evaluation-harness's d
 - the metrics: ``bits_per_byte``, ``byte_perplexity`` and ``word_perplexity``, aggregated by the package's
   own ``*_from_sums`` functions (:func:`corpus_figure`), so the figures are the package's to the last bit;
 - a model definition file (``lighteval custom <model> <this file>``): :class:`HfLmobjRollingModel`, which
-  scores each document with ``score_texts``. LightEval 0.13.0's own transformers backend cannot score
-  perplexity tasks (``Doc(choices=None)`` crashes its ``loglikelihood_rolling``; past that its rolling
-  branch reads ``logits[i]`` against token ``i`` and its sample cache drops every PERPLEXITY result;
-  lighteval PR #1252, unreleased), so this backend is the working path, not an alternative.
+  scores each document with ``score_texts``. Why a backend of its own: LightEval 0.13.0's transformers
+  backend cannot score perplexity tasks (it fails on their ``Doc(choices=None)``).
 
 The data: a folder holding ``<split>.jsonl`` (``split`` in :data:`SPLITS`), one JSON object per line with a
 non-empty ``"text"``: a document, scored whole (never truncated). :func:`write_text_dataset` writes one.
@@ -27,9 +25,9 @@ LightEval reads it with ``datasets.load_dataset(<folder>)``, nothing is download
 
 The model argument is :func:`parse_model_spec`'s: the model, then optional ``max_length`` (tokens per
 window, default the model's context size), ``batch_size`` (windows per forward pass, default 8) and
-``device`` (default CUDA when available). LightEval 0.13.0 imports all its built-in task files first, and
-one of them (``tasks/tiny_benchmarks.py``) downloads a file from GitHub at import: offline it fails before
-reaching this task; ``benchmarks/lighteval_parity.py`` shows the in-process way round that.
+``device`` (default CUDA when available). LightEval 0.13.0 imports all its built-in task files first, one
+of which downloads a file at import, so offline the CLI fails before reaching this task; in process,
+LightEval's ``Pipeline`` with a registry that loads only this custom task module works offline.
 
 Without lighteval installed this module still imports (``TASKS_TABLE == []``, no model class); its pure
 pieces need only the package.

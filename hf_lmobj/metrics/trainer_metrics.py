@@ -15,7 +15,10 @@ Usage::
                       compute_metrics=metrics.compute_metrics)
     trainer.evaluate()  # {"eval_perplexity": ..., "eval_bits_per_byte": ..., ...}
 
-Both ``batch_eval_metrics=False`` (default) and ``True`` work.
+Both ``batch_eval_metrics=False`` (default) and ``True`` work. With ``num_words`` (lm-eval's
+:func:`~hf_lmobj.metrics.scoring.count_words`, summed over the eval texts) the result has lm-eval's
+``word_perplexity`` too (as ``byte_perplexity``, with the bytes, is lm-eval's ``exp(nll / bytes)``);
+the NLL is the Trainer's, over the eval rows as collated, not lm-eval's rolling windows.
 
 Example:
     >>> import torch
@@ -27,11 +30,6 @@ Example:
     [[2.7725887298583984, 2.0]]
     >>> {k: round(v, 4) for k, v in metrics.compute_metrics(EvalPrediction(rows.numpy(), None)).items()}
     {'perplexity': 4.0, 'nll_per_token': 1.3863, 'num_tokens': 2.0, 'bits_per_byte': 0.6667, 'byte_perplexity': 1.5874}
-
-With ``num_words`` (lm-eval's count, :func:`hf_lmobj.metrics.scoring.count_words`, summed over the eval
-texts) the result has lm-eval's ``word_perplexity`` too; ``byte_perplexity`` is its
-``exp(nll / bytes)``. The NLL is the Trainer's, over the eval rows as collated (not lm-eval's
-rolling windows): the units are lm-eval's, the scoring is this Trainer's.
 """
 
 from __future__ import annotations

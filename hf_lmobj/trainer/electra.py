@@ -1,39 +1,36 @@
 """ELECTRA pre-training (Clark et al. 2020): a small masked-LM generator and a replaced-token discriminator.
 
 One step on a ``DataCollatorForMaskedLM`` batch (``input_ids`` corrupted at the selected positions,
-``labels`` = the original token there, -100 elsewhere):
+``labels`` the original token there, -100 elsewhere):
 
 1. the generator (``ElectraForMaskedLM``) reads the corrupted input; its output head runs on the
    selected positions only (``(M, V)`` logits, M = selected tokens) and gives the MLM loss;
-2. a replacement is *sampled* at each selected position from those logits (temperature
-   ``sampling_temperature``, Gumbel-max, no gradient: token ids are not differentiable, and the
-   logits are detached), from generators keyed by ``(seed, step, row)`` only, so a row gets the
-   same draws whatever batch, accumulation split or process it lands in
-   (:mod:`hf_lmobj.collators.seeding`);
+2. a replacement is *sampled* at each selected position from those logits, detached (temperature
+   ``sampling_temperature``, Gumbel-max, no gradient: token ids are not differentiable), from
+   generators keyed by ``(seed, step, row)`` only, so a row gets the same draws whatever batch,
+   accumulation split or process it lands in (:mod:`hf_lmobj.collators.seeding`);
 3. the discriminator (``ElectraForPreTraining``) reads the original text with those samples put in
-   and predicts, for every real token, whether it was replaced. Its label is
-   ``replaced_input != original``: a sample equal to the original token (a generator hit) counts as
-   original.
+   and predicts, for every real token, whether it was replaced. Its label is ``replaced_input !=
+   original``: a sample equal to the original token (a generator hit) counts as original.
 
-Loss: ``MLM + rtd_weight * RTD`` (``rtd_weight`` 50 as in the paper), MLM a token sum over the
-selected positions and RTD a token sum of binary cross-entropies over the real tokens, each divided
-by its own global count (:func:`electra_loss`; ``AuxiliaryObjectiveTrainer`` supplies the counts
-summed over accumulation steps and processes).
+Loss (:func:`electra_loss`): ``MLM + rtd_weight * RTD`` (``rtd_weight`` 50 as in the paper), MLM a
+token sum over the selected positions and RTD a token sum of binary cross-entropies over the real
+tokens, each divided by its own global count (``AuxiliaryObjectiveTrainer`` sums the counts over
+accumulation steps and processes).
 
 The generator (about 1/4 to 1/3 of the discriminator's width, same depth) shares the
 discriminator's whole embedding module (token, position and token-type embeddings and their
-LayerNorm), and its output head is tied to the shared token embedding. ``save_pretrained(dir)``
-writes the discriminator to ``dir`` as a stock ``ElectraForPreTraining`` (fine-tune it with
+LayerNorm); its output head is tied to the shared token embedding. ``save_pretrained(dir)`` writes
+the discriminator to ``dir`` as a stock ``ElectraForPreTraining`` (fine-tune it with
 ``AutoModelForSequenceClassification.from_pretrained(dir)``) and the generator to ``dir/generator``.
 
-Batches are checked where they enter ``forward``: ``input_ids`` a non-empty (B, T) integer tensor
-of ids in the shared vocabulary, ``labels`` of the same shape (-100 or a token id, never on
-padding), a 2-D ``attention_mask`` of that shape. A batch whose labels are all -100 trains the
-discriminator only (the MLM term adds nothing); evaluation reports a term without a single target
-as nan (``AuxiliaryObjectiveTrainer``). Tensor parallelism is refused (at construction and at
-every forward): the generator's tied head and the shared embedding module would be vocab-sharded
-DTensors that the sampling step and the embedding lookup cannot serve; train ELECTRA with data
-parallelism (DDP) or FSDP2 instead.
+``forward`` checks its batch: ``input_ids`` a non-empty (B, T) integer tensor of ids in the shared
+vocabulary, ``labels`` of the same shape (-100 or a token id, never on padding), a 2-D
+``attention_mask`` of that shape. A batch whose labels are all -100 trains the discriminator only;
+evaluation reports a term without a single target as nan (``AuxiliaryObjectiveTrainer``). Tensor
+parallelism is refused, at construction and at every forward (the tied head and the shared
+embeddings would be vocab-sharded DTensors that sampling and the embedding lookup cannot serve):
+use DDP or FSDP2.
 
 Example:
     >>> import torch

@@ -13,23 +13,16 @@ Each depth then applies its own RMSNorm before the shared head. ``Block`` is one
 transformer block (causal self-attention with rotary positions, SwiGLU MLP) whose attention never
 crosses a document boundary of a packed row.
 
-Targets (:func:`hf_lmobj.trainer.mtp_targets.multi_token_targets`): depth 0 is the batch's
-next-token targets as given (``shift_labels``, else ``labels`` shifted, as
-:func:`hf_lmobj.trainer.objectives.objective_targets` reads them: the stock objective); depth ``k``
-is them shifted ``k`` further, -100 wherever the target token lies past the row end, in another
-document than the predicting position (whether or not the labels mask document starts), on
-padding, or was -100 itself. Documents are read from ``position_ids`` (packed rows restart at 0),
-else ``cu_seq_lens_q``, else ``attention_mask`` (padding), else each row is one document. A row too
-short for a depth (``num_depths`` >= its length) gives that depth no target: it adds nothing to the
-loss, and its count is 0.
+Targets: :func:`hf_lmobj.trainer.mtp_targets.multi_token_targets` (depth 0 the batch's next-token
+targets as given, depth ``k`` those shifted ``k`` further, never across a document, the row end or
+padding; a row too short for a depth gives it no target, and a count of 0).
 
 The model must be a decoder-only causal LM (a class of transformers' causal-LM auto mapping, or
 named ``*ForCausalLM``): encoders (``BertForMaskedLM``), encoder-decoders (T5) and encoder classes
 run as decoders without ``is_decoder=True`` (``BertLMHeadModel``, which then attends both ways)
 are refused. Tensor parallelism: a head sharded on the vocabulary (``tp_plan="auto"``, torch's
 ``ColwiseParallel``) is scored by the vocab-parallel loss at every depth; the MTP modules are
-replicated, each TP rank computing them whole (proven equal to one process in
-``tests/trainer/test_auxiliary_tensor_parallel.py``).
+replicated, each TP rank computing them whole (the same result as one process).
 
 Training loss (``AuxiliaryObjectiveTrainer``): ``L_0 + loss_weight / D * sum_k L_k``, each ``L_k`` a
 token sum over depth ``k``'s targets divided by their global count. Saving keeps the stock model

@@ -1,20 +1,17 @@
 """Muon for a transformer's hidden matrices and AdamW for the rest, as one optimizer the Trainer can hold.
 
-Muon (Jordan et al. 2024, "Muon: an optimizer for hidden layers in neural networks") replaces each
-2-D weight's momentum update by its nearest semi-orthogonal matrix (five Newton-Schulz iterations
-approximate ``U V^T`` of the update ``U S V^T``), so every direction of the matrix moves at the same
-rate. It is meant for the matrices *inside* the blocks; embeddings, the output head, norms and
-biases keep AdamW (Keller Jordan's and Moonlight's recipe). The Muon update is scaled by
-``0.2 * sqrt(max(rows, cols))`` so that its RMS matches AdamW's (Liu et al. 2025, "Muon is Scalable
-for LLM Training"): both groups share one learning rate and one schedule, and the Trainer's
-scheduler drives both.
+Muon (Jordan et al. 2024) replaces each 2-D weight's momentum update by its nearest semi-orthogonal
+matrix (``ns_steps`` Newton-Schulz iterations, five by default, approximate ``U V^T`` of the update
+``U S V^T``), so every direction of the matrix moves at the same rate. It is for the matrices
+*inside* the blocks; embeddings, the output head, norms and biases keep AdamW. The Muon update is
+scaled by ``0.2 * sqrt(max(rows, cols))`` so that its RMS matches AdamW's (Liu et al. 2025): both
+groups share one learning rate and one schedule, driven by the Trainer's scheduler.
 
-``torch.optim.Muon`` (torch >= 2.9) updates 2-D parameters only and orthogonalizes in bf16 (18x
-slower than fp32 on a CPU without bf16 units), and the Trainer holds one optimizer (its scheduler,
-gradient clipping and checkpointing see one object), hence :class:`MuonAdamW`: one
-``torch.optim.Optimizer`` whose param groups say which rule they follow, orthogonalizing matrices of
-one shape as one fp32 batch. :class:`MuonAdamWFactory` plugs it into ``transformers.Trainer``
-through the Trainer's optimizer-factory hook::
+:class:`MuonAdamW` is one ``torch.optim.Optimizer`` whose param groups say which rule they follow,
+orthogonalizing matrices of one shape as one fp32 batch. Why not ``torch.optim.Muon``: it takes
+2-D parameters only and orthogonalizes in bf16 (slow on a CPU without bf16 units), while the
+Trainer holds one optimizer (its scheduler, gradient clipping and checkpointing see one object).
+:class:`MuonAdamWFactory` plugs it into ``transformers.Trainer`` through its optimizer-factory hook::
 
     Trainer(model=model, args=args, optimizer_cls_and_kwargs=(MuonAdamWFactory, {"lr": 5e-3, "weight_decay": 0.1}))
 

@@ -18,11 +18,9 @@ Kinds of input and their checks:
 Each check returns the value in its normal form or raises ``TypeError`` (the wrong kind of value)
 or ``ValueError`` (the right kind, a wrong value), with a message that names the field, the value
 and the fix. Entry points call them where the input enters, so that nothing malformed reaches
-torch, numpy or ``evaluate``.
-
-Two modules: :mod:`hf_lmobj.validation.ids` (token ids and label tensors) and
-:mod:`hf_lmobj.validation.values` (counts, real numbers, lengths, flags); every check is importable
-from ``hf_lmobj.validation`` directly. They need the standard library, numpy and torch only.
+torch, numpy or ``evaluate``. The checks live in :mod:`~hf_lmobj.validation.ids` (token ids, labels)
+and :mod:`~hf_lmobj.validation.values` (the rest), all importable from here; they need the standard
+library, numpy and torch only.
 
 Example:
     >>> check_length(512, "max_length", minimum=2)

@@ -16,22 +16,10 @@ the input tokens ``[max(0, end - max_length), end)``. So every token is scored e
 to ``max_length`` tokens of context (at least ``max_length - stride + 1`` after the first window), and
 the target of a window's last position comes from the text itself, never dropped.
 
-lm-evaluation-harness (``windows="lm_eval"``). ``loglikelihood_rolling`` encodes the text without
-special tokens (``t_0 .. t_{n-1}``) and calls ``get_rolling_token_windows(tokens, prefix_token,
-max_seq_len=max_length, context_len=1)`` then ``make_disjoint_window`` on each pair:
-
-- the first window predicts ``t_0 .. t_{L-1}`` (``L = min(max_length, n)``) from the input
-  ``[prefix] + t_0 .. t_{L-2}``; ``prefix`` is the tokenizer's BOS, else its EOS;
-- each later window predicts the next ``min(max_length, n - predicted)`` tokens, ending at
-  ``window_end``, with the context ``t[window_end - max_length - 1 : window_end - 1]``, which
-  ``make_disjoint_window`` cuts to its first ``len(context) - (len(continuation) - 1)`` tokens:
-  one token (the previous window's last target) for a full window, more for the last short one;
-- the forward pass sees ``(context + continuation)[-(max_length + 1):][:-1]``: exactly ``max_length``
-  inputs for every window after the first, so the last short window is scored with a full context.
-
-With ``s = [prefix] + t`` that is, window for window, the strided layout above with ``stride =
-max_length`` and the BOS (else EOS) start token: disjoint blocks of ``max_length`` targets, each read
-from the ``max_length`` tokens before its last target. ``windows="lm_eval"`` pins those settings.
+lm-evaluation-harness (``windows="lm_eval"``): ``loglikelihood_rolling``'s windows, which are, window
+for window, the strided layout above with ``stride = max_length`` over ``[BOS, else EOS] + t`` (``t``
+the text encoded without special tokens): disjoint blocks of ``max_length`` targets, each read from
+the ``max_length`` tokens before its last target, so the last short window too has a full context.
 lm-eval's unit counts are :func:`count_words` (``len(re.split(r"\\s+", text))``) and the UTF-8 bytes;
 its aggregates are ``word_perplexity = exp(sum nll / sum words)``, ``byte_perplexity = exp(sum nll /
 sum bytes)`` and ``bits_per_byte = sum nll / sum bytes / ln 2``.
