@@ -65,7 +65,7 @@ from hf_lmobj.trainer.objectives import (
     infer_objective,
     linear_head,
     model_inputs,
-    model_softcap,
+    model_logit_softcap,
     objective_targets,
 )
 from hf_lmobj.trainer.pipeline_training import (
@@ -174,7 +174,7 @@ class ObjectiveTrainer(Trainer):
             raise ValueError("ObjectiveTrainer computes its own loss: drop compute_loss_func (or use a stock Trainer)")
         super().__init__(*args, **kwargs)
         self.objective: str = check_objective(objective) if objective is not None else infer_objective(self.model)
-        logit_softcap = logit_softcap if logit_softcap is not None else model_softcap(self.model)
+        logit_softcap = logit_softcap if logit_softcap is not None else model_logit_softcap(self.model)
         self.loss_options = HeadLossOptions(self.args.label_smoothing_factor, z_loss, logit_softcap)
         self.label_smoother = None  # label smoothing is part of loss_options
         self.chunk_size = check_length(chunk_size, "chunk_size", optional=True)

@@ -48,7 +48,7 @@ __all__ = [
     "count_targets",
     "model_inputs",
     "linear_head",
-    "model_softcap",
+    "model_logit_softcap",
     "capture_head",
 ]
 
@@ -194,8 +194,14 @@ def linear_head(model: nn.Module) -> nn.Linear | None:
     return head if head is not None and unwrap_sharded_class(head) is nn.Linear else None
 
 
-def model_softcap(model: nn.Module) -> float | None:
-    """The model's own ``final_logit_softcapping`` (Gemma 2), applied after the head."""
+def model_logit_softcap(model: nn.Module) -> float | None:
+    """The model's own ``logit_softcap``: its config's ``final_logit_softcapping`` (Gemma 2), applied after the head.
+
+    Example:
+        >>> from transformers import GPT2Config, GPT2LMHeadModel
+        >>> model_logit_softcap(GPT2LMHeadModel(GPT2Config(n_embd=8, n_layer=1, n_head=2, vocab_size=16))) is None
+        True
+    """
     return getattr(getattr(base_model_of(model), "config", None), "final_logit_softcapping", None)
 
 
