@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python recipes/pretrain.py --config recipes/configs/clm/demo.yaml
+	$(BIN)/python recipes/pretrain.py --config recipes/configs/causal/demo.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

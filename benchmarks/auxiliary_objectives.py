@@ -2,12 +2,12 @@
 
 Two claims, each measured against the plain objective with the same data, model size and wall time:
 
-* **MTP** (``recipes/configs/clm/mtp_demo.yaml`` vs ``clm/demo.yaml``): next-token bits per byte of
+* **MTP** (``recipes/configs/causal/mtp_demo.yaml`` vs ``causal/demo.yaml``): next-token bits per byte of
   the held-out stdlib split (every token scored once, the recipe's strided windows) after training
   the same Llama for the same wall time, with and without one sequential MTP depth (lambda 0.3).
-* **ELECTRA** (``mlm/electra_tiny.yaml`` vs ``mlm/bert_tiny.yaml``): pre-train each for the same
+* **ELECTRA** (``masked/electra_tiny.yaml`` vs ``masked/bert_tiny.yaml``): pre-train each for the same
   wall time, then fine-tune the same classifier (``recipes/finetune_classifier.py`` with
-  ``mlm/finetune_classifier.yaml``: original vs 15%-corrupted stdlib functions, and which package a
+  ``masked/finetune_classifier.yaml``: original vs 15%-corrupted stdlib functions, and which package a
   function comes from) on several seeds; held-out accuracy, mean and spread.
 
 Equal wall time: the plain arm trains the config's ``max_steps``; each arm's seconds per step are
@@ -154,8 +154,8 @@ def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
 
 # ---- MTP ---------------------------------------------------------------------------------------
 def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple = (6, 3, "wall")) -> dict:
-    plain = Arm("clm/demo.yaml", [], splits, cache)
-    mtp = Arm("clm/mtp_demo.yaml", [], splits, cache)
+    plain = Arm("causal/demo.yaml", [], splits, cache)
+    mtp = Arm("causal/mtp_demo.yaml", [], splits, cache)
     check_same_setup(plain, mtp)
     plain_sps, mtp_sps = seconds_per_step([plain, mtp], *calibration)
     print(f"seconds per step ({calibration[2]} clock): next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
@@ -194,8 +194,8 @@ def compare_electra(
     out: Path,
     calibration: tuple = (6, 3, "wall"),
 ) -> dict:
-    bert = Arm("mlm/bert_tiny.yaml", [], splits, cache)
-    electra = Arm("mlm/electra_tiny.yaml", [], splits, cache)
+    bert = Arm("masked/bert_tiny.yaml", [], splits, cache)
+    electra = Arm("masked/electra_tiny.yaml", [], splits, cache)
     check_same_setup(bert, electra)
     bert_sps, electra_sps = seconds_per_step([bert, electra], *calibration)
     print(f"seconds per step ({calibration[2]} clock): BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
@@ -218,7 +218,7 @@ def compare_electra(
             accuracies, scratch_accuracies = [], []
             for seed in seeds:
                 metrics = finetune.main([
-                    "--config", str(CONFIGS / "mlm/finetune_classifier.yaml"), "--model_name_or_path", str(folder),
+                    "--config", str(CONFIGS / "masked/finetune_classifier.yaml"), "--model_name_or_path", str(folder),
                     "--task", task, "--seed", str(seed), "--output_dir", str(folder / f"cls-{task}-{seed}"),
                     "--disable_tqdm", "true", "--compare_with_scratch", str(scratch).lower(),
                 ])  # fmt: skip

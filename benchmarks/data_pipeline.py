@@ -413,7 +413,7 @@ def grow_corpus(source: Path, target: Path, megabytes: float) -> int:
 
 
 def pretrain_command(folder: Path, output: Path, ngram: bool, extra: str = "") -> list[str]:
-    command = [sys.executable, "recipes/pretrain.py", "--config", "recipes/configs/clm/demo.yaml", "--dataset_name",
+    command = [sys.executable, "recipes/pretrain.py", "--config", "recipes/configs/causal/demo.yaml", "--dataset_name",
                str(folder), "--streaming", "true", "--max_steps", "20", "--max_train_minutes", "null",
                "--max_validation_documents", "20", "--torch_threads", "2", "--logging_steps", "1",
                "--output_dir", str(output)]  # fmt: skip

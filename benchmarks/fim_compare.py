@@ -4,9 +4,9 @@ Each arm is the pre-training recipe on a shipped config, with the time budget of
 train exactly ``--max_steps`` steps (2,000 by default: what the demo's 7-minute budget gives on the
 2-core project machine) of the same model, optimizer and schedule:
 
-* ``clm``: ``clm/demo.yaml --infill_cases 200``: whole files packed; prefix-only infilling (all a
+* ``clm``: ``causal/demo.yaml --infill_cases 200``: whole files packed; prefix-only infilling (all a
   plain model can do);
-* ``fim``: ``clm/fim_demo.yaml`` (files cut into pieces, ``fim_rate`` of them FIM'd), plus
+* ``fim``: ``causal/fim_demo.yaml`` (files cut into pieces, ``fim_rate`` of them FIM'd), plus
   ``--fim_flags`` (e.g. ``"--fim_level char --fim_rate 0.5"``): PSM, SPM and prefix-only infilling.
 
 Both report left-to-right bits per byte of the held-out stdlib files (strided windows of 256
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from hf_lmobj.recipes.pretrain import main as pretrain
 
-RUNS = {"clm": ["--config", "clm/demo", "--infill_cases", "200"], "fim": ["--config", "clm/fim_demo"]}
+RUNS = {"clm": ["--config", "causal/demo", "--infill_cases", "200"], "fim": ["--config", "causal/fim_demo"]}
 MODES = ("psm", "spm", "prefix_only")
 
 

@@ -163,7 +163,7 @@ def check_recipes(device: str, quick: bool) -> list[Row]:
                 str(processes),
                 str(REPO / "recipes/pretrain.py"),
                 "--config",
-                str(REPO / "recipes/configs/clm/demo.yaml"),
+                str(REPO / "recipes/configs/causal/demo.yaml"),
                 "--max_steps",
                 "2",
                 "--max_documents",

@@ -1,7 +1,7 @@
 """Pre-train, then fine-tune: f = g(h(x)), a classification head g on a pre-trained encoder h.
 
-Takes an encoder pre-trained by the mlm recipe (a BERT / RoBERTa from ``mlm/bert_tiny.yaml``, or the ELECTRA
-discriminator that ``mlm/electra_tiny.yaml`` saves: a stock ``ElectraForPreTraining`` folder, whose
+Takes an encoder pre-trained by the mlm recipe (a BERT / RoBERTa from ``masked/bert_tiny.yaml``, or the ELECTRA
+discriminator that ``masked/electra_tiny.yaml`` saves: a stock ``ElectraForPreTraining`` folder, whose
 ``generator/`` subfolder is ignored), adds a sequence-classification head
 (``AutoModelForSequenceClassification`` from that checkpoint, optionally with a LoRA adapter) and
 fine-tunes it on a small labelled set built locally from standard-library functions: whether some
@@ -12,13 +12,13 @@ architecture is then trained from scratch with the same steps and data; both acc
 Supported setups: one CPU process, several CPU processes (gloo), one or many GPUs, FSDP2 and
 DeepSpeed, chosen by the accelerate config alone.
 
-    accelerate launch recipes/finetune_classifier.py --config recipes/configs/mlm/finetune_classifier.yaml \\
+    accelerate launch recipes/finetune_classifier.py --config recipes/configs/masked/finetune_classifier.yaml \\
         --model_name_or_path out/mlm-bert-tiny
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml recipes/finetune_classifier.py \\
-        --config recipes/configs/mlm/finetune_classifier.yaml --model_name_or_path out/mlm-bert-tiny
-    python recipes/finetune_classifier.py --config recipes/configs/mlm/finetune_classifier.yaml \\
+        --config recipes/configs/masked/finetune_classifier.yaml --model_name_or_path out/mlm-bert-tiny
+    python recipes/finetune_classifier.py --config recipes/configs/masked/finetune_classifier.yaml \\
         --model_name_or_path out/mlm-bert-tiny --use_lora true --max_steps 3 --output_dir out/cls-quick
-    accelerate launch recipes/finetune_classifier.py --config recipes/configs/mlm/finetune_classifier.yaml \\
+    accelerate launch recipes/finetune_classifier.py --config recipes/configs/masked/finetune_classifier.yaml \\
         --model_name_or_path out/mlm-electra-tiny     # the ELECTRA discriminator
 
 Any ``TrainingArguments`` field and every field of ``ModelArguments`` / ``ClassifierArguments`` can be
@@ -29,10 +29,14 @@ set in the YAML file or overridden on the command line. The run writes the fine-
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    __package__ = "hf_lmobj.recipes"  # run as a file: resolve relative imports in the shipped package
+
 import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from transformers import (
@@ -45,19 +49,20 @@ from transformers import (
     set_seed,
 )
 
-from hf_lmobj.recipes.support.after_training import nothing_lost, save_trained_model, write_metrics
-from hf_lmobj.recipes.support.cards import write_model_card
-from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.recipes.support.finetune_data import (
+from hf_lmobj.trainer.teardown import close_distributed
+from hf_lmobj.validation import check_flag, check_length, check_number
+
+from .support.after_training import nothing_lost, save_trained_model, write_metrics
+from .support.cards import write_model_card
+from .support.config_parsing import cpu_aware_argv, parse_args_with_config
+from .support.finetune_data import (
     DEFAULT_PACKAGES,
     build_package_classification_dataset,
     build_replaced_token_dataset,
     tokenize_classification,
 )
-from hf_lmobj.recipes.support.models import ModelArguments
-from hf_lmobj.recipes.support.run_checks import check_training_arguments
-from hf_lmobj.trainer.teardown import close_distributed
-from hf_lmobj.validation import check_flag, check_length, check_number
+from .support.models import ModelArguments
+from .support.run_checks import check_training_arguments
 
 TASKS = ("package", "replaced_tokens")
 
@@ -76,6 +81,9 @@ __all__ = [
 @dataclass
 class ClassifierArguments:
     """The labelled task, the optional adapter and the from-scratch comparison."""
+
+    #: The YAML config section of these fields (config_parsing): ``classifier: {...}``.
+    SECTION: ClassVar[str] = "classifier"
 
     task: str = field(
         default="replaced_tokens",

@@ -3,11 +3,11 @@
 Supported setups: one CPU process, several CPU processes (gloo), one or many GPUs, FSDP2 and
 DeepSpeed, chosen by the accelerate config alone. Only the adapter is saved.
 
-    accelerate launch recipes/finetune_lora.py --config recipes/configs/clm/finetune_lora.yaml \\
+    accelerate launch recipes/finetune_lora.py --config recipes/configs/causal/finetune_lora.yaml \\
         --model_name_or_path out/clm-demo
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml recipes/finetune_lora.py \\
-        --config recipes/configs/clm/finetune_lora.yaml --model_name_or_path out/clm-demo --max_steps 20
-    python recipes/finetune_lora.py --config recipes/configs/clm/finetune_lora.yaml \\
+        --config recipes/configs/causal/finetune_lora.yaml --model_name_or_path out/clm-demo --max_steps 20
+    python recipes/finetune_lora.py --config recipes/configs/causal/finetune_lora.yaml \\
         --model_name_or_path out/clm-demo --mode continue --max_steps 3 --output_dir out/lora-quick
 
 Modes. ``instruction`` trains on prompt / response pairs with the prompt tokens masked from the loss
@@ -24,9 +24,13 @@ in the YAML file or overridden on the command line. The run writes the adapter
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    __package__ = "hf_lmobj.recipes"  # run as a file: resolve relative imports in the shipped package
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import datasets
 from peft import LoraConfig, get_peft_model
@@ -34,16 +38,17 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Traini
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import load_text_splits
-from hf_lmobj.recipes.support.after_training import nothing_lost, save_trained_model, write_metrics
-from hf_lmobj.recipes.support.cards import write_model_card
-from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.recipes.support.finetune_data import build_instruction_dataset, tokenize_instructions
-from hf_lmobj.recipes.support.models import ModelArguments, check_positions, position_limit
-from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
-from hf_lmobj.recipes.support.run_checks import check_training_arguments
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
 from hf_lmobj.validation import check_length, check_name, check_number
+
+from .support.after_training import nothing_lost, save_trained_model, write_metrics
+from .support.cards import write_model_card
+from .support.config_parsing import cpu_aware_argv, parse_args_with_config
+from .support.finetune_data import build_instruction_dataset, tokenize_instructions
+from .support.models import ModelArguments, check_positions, position_limit
+from .support.pretraining import DataArguments, prepare_objective_data
+from .support.run_checks import check_training_arguments
 
 __all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
 
@@ -53,6 +58,9 @@ MODES = ("instruction", "continue")
 @dataclass
 class LoraArguments:
     """What to fine-tune on and the shape of the adapter."""
+
+    #: The YAML config section of these fields (config_parsing): ``lora: {...}``.
+    SECTION: ClassVar[str] = "lora"
 
     mode: str = field(default="instruction", metadata={"help": f"One of {MODES}."})
     dataset_name: str | None = field(

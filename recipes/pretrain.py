@@ -3,10 +3,10 @@
 Supported setups: one CPU process, several CPU processes (gloo), one or many GPUs, FSDP2 and
 DeepSpeed, chosen by the accelerate config alone.
 
-    accelerate launch recipes/pretrain.py --config recipes/configs/clm/demo.yaml
+    accelerate launch recipes/pretrain.py --config recipes/configs/causal/demo.yaml
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml \\
-        recipes/pretrain.py --config recipes/configs/clm/demo.yaml --max_steps 20
-    python recipes/pretrain.py --config recipes/configs/clm/demo.yaml --max_steps 3 --output_dir out/quick
+        recipes/pretrain.py --config recipes/configs/causal/demo.yaml --max_steps 20
+    python recipes/pretrain.py --config recipes/configs/causal/demo.yaml --max_steps 3 --output_dir out/quick
 
 Any ``TrainingArguments`` field, and every field of ``DataArguments`` / ``ModelArguments`` /
 ``AuxiliaryArguments`` / ``FimArguments`` / ``ReportArguments`` / ``RuntimeArguments`` /
@@ -22,7 +22,7 @@ and ``trainer_state.json`` are saved the moment training ends, and a later failu
 what was computed and says where the model is (``recipes/support/after_training.py``). The printed report ends
 with, for clm, bits per byte of the validation text beside a Kneser-Ney n-gram model of the same
 training tokens and zlib / bz2 / xz; for mlm and span, eval_loss beside the unigram entropy of the
-training tokens and the target accuracy; with ``fim_rate > 0`` (``clm/fim_demo.yaml``:
+training tokens and the target accuracy; with ``fim_rate > 0`` (``causal/fim_demo.yaml``:
 fill-in-the-middle) also the left-to-right bits per byte and the single-line infilling exact match, edit
 similarity and hidden-line bits per byte (PSM, SPM, prefix-only), beside a plain run's ``metrics.json`` when ``fim_baseline_metrics`` names one; then
 the time of each phase and the training tokens per second. Torch's CPU threads follow the cores other
@@ -31,6 +31,9 @@ processes leave free (``--torch_threads N`` fixes them).
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    __package__ = "hf_lmobj.recipes"  # run as a file: resolve relative imports in the shipped package
+
 import copy
 
 import torch
@@ -38,26 +41,30 @@ from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
-from hf_lmobj.recipes.support.after_training import nothing_lost, save_trained_model
-from hf_lmobj.recipes.support.auxiliary_pretraining import (
+from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+from hf_lmobj.trainer.teardown import close_distributed
+
+from .support.after_training import nothing_lost, save_trained_model
+from .support.auxiliary_pretraining import (
     AuxiliaryArguments,
     build_pretraining_model,
     token_predictor,
 )
-from hf_lmobj.recipes.support.config_parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.recipes.support.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
-from hf_lmobj.recipes.support.fim_pretraining import (
+from .support.config_parsing import cpu_aware_argv, parse_args_with_config
+from .support.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
+from .support.fim_pretraining import (
     FimArguments,
     infilling_cases,
     prepare_pretraining_data,
     validation_infilling,
 )
-from hf_lmobj.recipes.support.models import ModelArguments
-from hf_lmobj.recipes.support.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
-from hf_lmobj.recipes.support.phase_timer import PhaseTimer
-from hf_lmobj.recipes.support.pipeline_data import bounded_documents, prepare_pipeline_data, uses_pipeline
-from hf_lmobj.recipes.support.pretrain_checks import check_built_model, check_pretrain_arguments
-from hf_lmobj.recipes.support.pretrain_report import (
+from .support.models import ModelArguments
+from .support.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
+from .support.phase_timer import PhaseTimer
+from .support.pipeline_data import bounded_documents, prepare_pipeline_data, uses_pipeline
+from .support.pretrain_checks import check_built_model, check_pretrain_arguments
+from .support.pretrain_report import (
     PretrainRun,
     ReportArguments,
     baseline_bits_per_byte,
@@ -66,12 +73,12 @@ from hf_lmobj.recipes.support.pretrain_report import (
     score_validation_texts,
     write_and_report,
 )
-from hf_lmobj.recipes.support.pretraining import (
+from .support.pretraining import (
     CAUSAL_OBJECTIVES,
     MASKED_OBJECTIVES,
     DataArguments,
 )
-from hf_lmobj.recipes.support.resume import (
+from .support.resume import (
     ResumeArguments,
     ResumePlan,
     begin_new_run,
@@ -79,10 +86,7 @@ from hf_lmobj.recipes.support.resume import (
     load_checkpoint_weights,
     plan_resume,
 )
-from hf_lmobj.recipes.support.time_budget import StepBudget, fit_max_steps_to_budget
-from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.teardown import close_distributed
+from .support.time_budget import StepBudget, fit_max_steps_to_budget
 
 __all__ = ["ReportArguments", "main", "baseline_key"]
 

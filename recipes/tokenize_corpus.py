@@ -19,6 +19,9 @@ file or on the command line. One summary line is printed.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    __package__ = "hf_lmobj.recipes"  # run as a file: resolve relative imports in the shipped package
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +32,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from hf_lmobj.corpus import SPECIAL_TOKENS, build_tokenizer, load_text_splits
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.token_store_writer import tokenize_to_token_store
-from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
 from hf_lmobj.validation import check_flag, check_length, check_name
+
+from .support.config_parsing import parse_args_with_config
 
 __all__ = ["TokenizeArguments", "main"]
 

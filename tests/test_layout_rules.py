@@ -1,4 +1,5 @@
-"""Static rules of the package's layout, read from the source: no module reaches into another package's privates."""
+"""Static rules of the package's layout, read from the source: no module reaches into another package's privates,
+and no recipe reaches recipe code through ``hf_lmobj.recipes``, a name the packaging gives ``recipes/`` (no folder has it)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,48 @@ def test_the_rule_catches_a_cross_package_private_import():
     found = [name for _, name in _private_imports(source, "hf_lmobj.trainer")]
     assert found == ["hf_lmobj.collators._masking", "hf_lmobj.collators._noise"]
     assert _private_imports(source, "hf_lmobj.collators") == []  # inside collators/ its own privates are fine
+
+
+RECIPE_SOURCES = sorted((ROOT / "recipes").rglob("*.py"))
+
+
+def _remapped_recipe_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of each import of ``hf_lmobj.recipes`` (or below) in ``source``: the name the wheel gives
+    ``recipes/``, which names no folder of the clone; recipe code reaches recipe code by relative imports."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names if node.module == "hf_lmobj")]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found += [(node.lineno, n) for n in names if n == "hf_lmobj.recipes" or n.startswith("hf_lmobj.recipes.")]
+    return found
+
+
+@pytest.mark.parametrize("path", RECIPE_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_recipe_module_imports_through_the_remapped_package_name(path):
+    found = _remapped_recipe_imports(path.read_text())
+    assert not found, (
+        f"{path.relative_to(ROOT)} imports recipe code as hf_lmobj.recipes (use a relative import): {found}"
+    )
+
+
+def test_the_rule_catches_an_import_through_the_remapped_name():
+    source = (
+        "from hf_lmobj.recipes.support.models import ModelArguments\n"  # caught
+        "import hf_lmobj.recipes.support.cards\n"  # caught
+        "from hf_lmobj import recipes, collators\n"  # the package imported by name: caught
+        "from hf_lmobj.recipes import pretrain\n"  # caught
+        "from .support.models import ModelArguments\n"  # relative: allowed
+        "from hf_lmobj.collators import DataCollatorForCausalLM\n"  # the library: allowed
+        "import hf_lmobj.recipes_extra\n"  # another name that merely starts alike: allowed
+    )
+    found = _remapped_recipe_imports(source)
+    assert found == [
+        (1, "hf_lmobj.recipes.support.models"),
+        (2, "hf_lmobj.recipes.support.cards"),
+        (3, "hf_lmobj.recipes"),
+        (4, "hf_lmobj.recipes"),
+    ]

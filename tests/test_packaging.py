@@ -100,18 +100,36 @@ def _build_wheel(out: Path) -> Path:
     return wheel
 
 
-@pytest.mark.slow
-def test_the_wheel_ships_recipes_configs_and_cards_and_runs_them_by_config_name(tmp_path):
-    wheel = _build_wheel(tmp_path / "dist")
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel of the clone as it is now, built once for this module."""
+    return _build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+#: Repository folder -> where it lands in the wheel (recipes/ and model_cards/ ship inside the package).
+WHEEL_HOMES = {"hf_lmobj": "hf_lmobj", "recipes": "hf_lmobj/recipes", "model_cards": "hf_lmobj/model_cards"}
+#: The files a package folder ships: modules, recipe configs, metric cards and requirements, card templates.
+SHIPPED_SUFFIXES = (".py", ".yaml", ".md", ".txt")
+
+
+def test_every_folder_of_the_package_lands_in_the_wheel(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = [
-        *(REPO / "recipes").rglob("*.yaml"),
-        *(REPO / "recipes").rglob("*.py"),
-        *(REPO / "model_cards").glob("*.md"),
-    ]
-    for path in shipped:
-        relative = path.relative_to(REPO)
-        assert f"hf_lmobj/{relative}" in names, f"{relative} is not in the wheel"
+    missing, folders = [], set()
+    for folder, home in WHEEL_HOMES.items():
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.is_file() and path.suffix in SHIPPED_SUFFIXES and "__pycache__" not in path.parts:
+                relative = path.relative_to(REPO / folder).as_posix()
+                folders.add(path.parent)
+                if f"{home}/{relative}" not in names:
+                    missing.append(str(path.relative_to(REPO)))
+    assert not missing, f"not in the wheel: {missing}"
+    assert {REPO / "recipes" / "support", REPO / "recipes" / "configs" / "span", REPO / "model_cards"} <= folders
+    outside = sorted(name for name in names if not name.startswith(("hf_lmobj/", "hf_lmobj-")))
+    assert not outside, f"the wheel ships files outside the package: {outside}"
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_recipes_configs_and_cards_and_runs_them_by_config_name(wheel, tmp_path):
     python = _venv(tmp_path / "venv", ())
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
@@ -122,7 +140,7 @@ def test_the_wheel_ships_recipes_configs_and_cards_and_runs_them_by_config_name(
     )
     empty = tmp_path / "work"
     empty.mkdir()
-    for config in ("clm/demo", "mlm/bert_tiny", "span/t5_tiny"):
+    for config in ("causal/demo", "masked/bert_tiny", "span/t5_tiny"):
         out = empty / config.replace("/", "_")
         _run(
             python,
@@ -173,16 +191,3 @@ def test_the_core_never_imports_the_recipes_or_their_extras():
             top = name.split(".")[0]
             assert not name.startswith("hf_lmobj.recipes"), f"{path.relative_to(REPO)} imports {name}"
             assert top not in {"peft", "yaml", "jinja2", "matplotlib"}, f"{path.relative_to(REPO)} imports {name}"
-
-
-def test_every_folder_of_the_package_is_listed_for_the_wheel():
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed, mapped = set(config["packages"]), config["package-dir"]
-    roots = {"hf_lmobj": REPO / "hf_lmobj", **{name: REPO / folder for name, folder in mapped.items()}}
-    for package, root in roots.items():
-        for folder in [root, *(p for p in root.rglob("*") if p.is_dir())]:
-            if folder.name == "__pycache__" or not any(f.is_file() and f.suffix != ".pyc" for f in folder.iterdir()):
-                continue
-            name = ".".join([package, *folder.relative_to(root).parts])
-            assert name in listed, f"{folder.relative_to(REPO)} ({name}) is missing from [tool.setuptools] packages"

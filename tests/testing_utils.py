@@ -18,8 +18,11 @@ SCRIPTS = REPO / "tests" / "scripts"
 
 
 def load_recipe(name: str = "pretrain"):
-    """``recipes/<name>.py`` loaded from the clone as a module (its ``main(argv)`` runs the recipe in-process)."""
-    spec = importlib.util.spec_from_file_location(f"{name}_recipe", ROOT / "recipes" / f"{name}.py")
+    """``recipes/<name>.py`` loaded from the clone as a module (its ``main(argv)`` runs the recipe in-process).
+
+    A fresh module each call, named inside ``hf_lmobj.recipes`` so that its relative imports resolve.
+    """
+    spec = importlib.util.spec_from_file_location(f"hf_lmobj.recipes.{name}_recipe", ROOT / "recipes" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
     spec.loader.exec_module(module)
@@ -106,11 +109,11 @@ def reference_update(objective: str) -> torch.Tensor:
     return torch.cat([-p.grad.reshape(-1) for p in model.parameters()])
 
 
-OBJECTIVES = ["causal", "masked", "seq2seq"]
+OBJECTIVES = ["causal", "masked", "span"]
 
 
 QUICK_PRETRAIN = [
-    "--config", str(REPO / "recipes/configs/clm/demo.yaml"), "--max_documents", "200", "--vocab_size", "512",
+    "--config", str(REPO / "recipes/configs/causal/demo.yaml"), "--max_documents", "200", "--vocab_size", "512",
     "--hidden_size", "32", "--num_hidden_layers", "2", "--num_attention_heads", "2", "--max_length", "64",
     "--max_position_embeddings", "128", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
     "--max_eval_rows", "8", "--logging_steps", "1", "--max_steps", "2", "--sample_max_new_tokens", "8",

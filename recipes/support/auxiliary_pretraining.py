@@ -30,16 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import nn
 from transformers import ElectraConfig, PreTrainedTokenizerBase
 
-from hf_lmobj.recipes.support.models import ModelArguments, build_model, resolve_model_type
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
 from hf_lmobj.trainer.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.trainer.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.validation import check_length, check_number
+
+from .models import ModelArguments, build_model, resolve_model_type
 
 __all__ = [
     "AUXILIARY_BASE_OBJECTIVE",
@@ -57,6 +58,9 @@ AUXILIARY_BASE_OBJECTIVE = {"mtp": "clm", "electra": "mlm"}
 @dataclass
 class AuxiliaryArguments:
     """An auxiliary objective on top of the run's objective (none by default)."""
+
+    #: The YAML config section of these fields (config_parsing): ``auxiliary: {...}``.
+    SECTION: ClassVar[str] = "auxiliary"
 
     auxiliary_objective: str | None = field(
         default=None, metadata={"help": "None | mtp (multi-token prediction, objective clm) | electra (objective mlm)."}

@@ -1,10 +1,19 @@
 """``--config NAME`` plus command-line overrides for argument dataclasses (TRL / torchtune style).
 
-``NAME`` is a YAML file or the name of a shipped config (``clm/demo`` is
-``hf_lmobj/recipes/configs/clm/demo.yaml``, found in a clone and in an installed wheel alike).
+``NAME`` is a YAML file or the name of a shipped config (``causal/demo`` is
+``hf_lmobj/recipes/configs/causal/demo.yaml``, found in a clone and in an installed wheel alike; the
+first release's folder names, ``clm/`` and ``mlm/``, still resolve with a DeprecationWarning).
 Every key of the YAML file must be a field of one of the dataclasses (``TrainingArguments``
 included); a command-line flag wins over the file. Unknown keys, and keys given twice, are an
 error, never ignored. A required field may come from the file or the command line.
+
+A file may group its keys in sections: a top-level key naming a dataclass's ``SECTION`` (``data``,
+``model``, ``fim``, ...; ``training`` for ``TrainingArguments``) whose value is a mapping holds that
+dataclass's fields, each by its name or without the section's prefix (``fim: {rate: 0.5}`` is
+``fim_rate``); a key that is not a field of its section is refused, and so is a field given twice
+(flat and in a section, or by both of its names). ``base: NAME`` names a config this file
+overrides (resolved as ``--config``, a relative path against the file's folder first; bases chain,
+a cycle is refused). Order of precedence: the base, then the file, then the command line.
 
 Each YAML value is checked against its field's type when the file is read, as a command-line
 string is by argparse: a YAML string goes through the flag's own conversion and choices (so
@@ -26,8 +35,12 @@ Example:
     >>> _ = open(path, "w").write("steps: 5\\nname: from_file\\n")
     >>> parse_args_with_config((Args,), ["--config", path, "--name", "cli"])
     (Args(steps=5, name='cli'),)
-    >>> resolve_config("clm/demo").name
-    'demo.yaml'
+    >>> Args.SECTION = "run"  # its keys may sit in a section run: {...}
+    >>> _ = open(path.replace("c.yaml", "d.yaml"), "w").write("base: c.yaml\\nrun: {steps: 7}\\n")
+    >>> parse_args_with_config((Args,), ["--config", path.replace("c.yaml", "d.yaml")])
+    (Args(steps=7, name='from_file'),)
+    >>> resolve_config("causal/demo").parent.name
+    'causal'
     >>> _ = open(path, "w").write("steps: 2.5\\n")
     >>> parse_args_with_config((Args,), ["--config", path])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -40,10 +53,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import importlib.resources
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -52,8 +65,10 @@ import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
 __all__ = [
+    "RENAMED_FOLDERS",
     "shipped_configs",
     "resolve_config",
+    "config_sections",
     "load_yaml_config",
     "check_config_values",
     "parse_args_with_config",
@@ -61,23 +76,39 @@ __all__ = [
 ]
 
 CONFIG_HELP = (
-    "YAML file of defaults (any field below, and any TrainingArguments field), or the name of a shipped "
-    "config such as clm/demo; flags given on the command line win over the file"
+    "YAML file of defaults (any field below, and any TrainingArguments field, flat or in sections; base: another "
+    "config it overrides), or the name of a shipped config such as causal/demo; flags given on the command line "
+    "win over the file"
 )
+
+#: Shipped config folders renamed after their objective word: old folder -> new one. ``clm/demo`` still
+#: resolves (to ``causal/demo``), with a DeprecationWarning naming the new name.
+RENAMED_FOLDERS = {"clm": "causal", "mlm": "masked"}
+#: The section of ``TrainingArguments``, which cannot carry a ``SECTION`` attribute of its own here.
+TRAINING_SECTION = "training"
+#: The top-level key naming the config a file overrides.
+BASE_KEY = "base"
+
+if not sys.warnoptions:  # a renamed config name is the user's to see: not hidden as library DeprecationWarnings are
+    warnings.filterwarnings("default", message=r"--config .* is now ", category=DeprecationWarning)
 
 
 def _configs_root() -> Path:
-    return Path(str(importlib.resources.files("hf_lmobj.recipes") / "configs"))
+    """``configs/`` beside the recipes: ``recipes/configs`` in a clone, ``hf_lmobj/recipes/configs`` installed."""
+    return Path(__file__).resolve().parent.parent / "configs"
 
 
 def shipped_configs() -> list[str]:
-    """Names of the configs shipped with the recipes, e.g. ``['clm/demo', 'mlm/bert_tiny', ...]``."""
+    """Names of the configs shipped with the recipes, e.g. ``['causal/demo', 'masked/bert_tiny', ...]``."""
     root = _configs_root()
     return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("*/*.yaml"))
 
 
 def resolve_config(name: str | Path) -> Path:
-    """A path to an existing file, else a shipped config name (``clm/demo`` or ``clm/demo.yaml``).
+    """A path to an existing file, else a shipped config name (``causal/demo`` or ``causal/demo.yaml``).
+
+    A name in a renamed folder (:data:`RENAMED_FOLDERS`: ``clm/demo``, ``mlm/bert_tiny``) resolves to
+    its new home with a ``DeprecationWarning`` naming the new name.
 
     Raises:
         ValueError: neither a file nor a shipped config; the message lists the shipped names.
@@ -85,10 +116,42 @@ def resolve_config(name: str | Path) -> Path:
     path = Path(name)
     if path.is_file():
         return path
-    shipped = _configs_root() / (path if path.suffix == ".yaml" else path.with_suffix(".yaml"))
+    relative = path if path.suffix == ".yaml" else path.with_suffix(".yaml")
+    if len(relative.parts) > 1 and relative.parts[0] in RENAMED_FOLDERS:
+        moved = Path(RENAMED_FOLDERS[relative.parts[0]], *relative.parts[1:])
+        if (_configs_root() / moved).is_file():
+            new_name = (moved if path.suffix == ".yaml" else moved.with_suffix("")).as_posix()
+            warnings.warn(
+                f"--config {name} is now {new_name} (the shipped config folders are named by objective: "
+                f"{', '.join(f'{old}/ -> {new}/' for old, new in RENAMED_FOLDERS.items())})",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            relative = moved
+    shipped = _configs_root() / relative
     if shipped.is_file():
         return shipped
     raise ValueError(f"--config {name}: no such file, nor a shipped config; shipped: {', '.join(shipped_configs())}")
+
+
+def config_sections(dataclass_types: Sequence[type]) -> dict[str, type]:
+    """Section name -> the dataclass whose fields it holds: each class's ``SECTION`` attribute
+    (``TrainingArguments``: ``training``); a class without one has no section.
+
+    Raises:
+        ValueError: two of the classes claim one section.
+    """
+    sections: dict[str, type] = {}
+    for cls in dataclass_types:
+        name = getattr(cls, "SECTION", None)
+        if name is None and isinstance(cls, type) and issubclass(cls, TrainingArguments):
+            name = TRAINING_SECTION
+        if name is None:
+            continue
+        if name in sections:
+            raise ValueError(f"{sections[name].__name__} and {cls.__name__} both claim the config section {name!r}")
+        sections[name] = cls
+    return sections
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -111,10 +174,51 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
-def load_yaml_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping (a path or a shipped config name); a non-mapping top level, a key given
-    twice, a key that is not a string and a file that is not YAML are clear errors."""
-    path = resolve_config(path)
+def load_yaml_config(path: str | Path, dataclass_types: Sequence[type] = ()) -> dict[str, Any]:
+    """Read a YAML config (a path or a shipped config name) into one flat mapping of field name -> value.
+
+    A top-level ``base: NAME`` names a config this file overrides, resolved as ``--config`` is (a relative
+    path against this file's folder first); bases chain, a cycle is refused. A top-level key naming a
+    section of ``dataclass_types`` (:func:`config_sections`) whose value is a mapping holds that class's
+    fields, each by its name or without the section's prefix (``fim: {rate: 0.5}`` is ``fim_rate``).
+    The base's keys, flattened, give way to this file's, flattened.
+
+    Raises:
+        ValueError: a non-mapping top level, a key given twice (in one mapping, or after flattening: a
+            field in a section and flat, or by both of its names), a key that is not a string, a key in
+            a section that is not one of its fields (the message lists them), a missing base, a cycle of
+            bases, or a file that is not YAML.
+    """
+    return _load(path, config_sections(dataclass_types), ())
+
+
+def _load(name: str | Path, sections: dict[str, type], chain: tuple[Path, ...], beside: Path | None = None) -> dict:
+    path = _resolve_base(name, beside, chain[-1]) if beside is not None else resolve_config(name)
+    if path.resolve() in chain:
+        cycle = " -> ".join(str(p) for p in (*chain[chain.index(path.resolve()) :], path.resolve()))
+        raise ValueError(f"--config {chain[0]}: its bases form a cycle: {cycle}")
+    data = _read_mapping(path)
+    base = data.pop(BASE_KEY, None)
+    own = _flatten(data, sections, path)
+    if base is None:
+        return own
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"--config {path}: base must be a config name or path, got {base!r}")
+    return {**_load(base, sections, (*chain, path.resolve()), beside=path.parent), **own}
+
+
+def _resolve_base(name: str, folder: Path, including: Path) -> Path:
+    """``base: name``: a path relative to the including file's folder first, else as ``--config`` resolves it."""
+    near = folder / name
+    if near.is_file():
+        return near
+    try:
+        return resolve_config(name)
+    except ValueError as error:
+        raise ValueError(f"--config {including}: base: {error}") from None
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
     except (yaml.YAMLError, ValueError) as error:
@@ -125,6 +229,39 @@ def load_yaml_config(path: str | Path) -> dict[str, Any]:
     if odd:
         raise ValueError(f"--config {path}: keys must be field names (strings), got {odd!r}")
     return data
+
+
+def _flatten(data: dict[str, Any], sections: dict[str, type], path: Path) -> dict[str, Any]:
+    """One file's keys as field name -> value: each section's keys lifted out, under their field names."""
+    flat: dict[str, Any] = {}
+    given: dict[str, str] = {}  # field name -> how the file spelled it (``fim.rate``, ``max_steps``)
+    for key, value in data.items():
+        if key in sections and isinstance(value, dict):
+            entries = [
+                (_section_field(key, sections[key], inner, path), f"{key}.{inner}", v) for inner, v in value.items()
+            ]
+        else:
+            entries = [(key, key, value)]
+        for field_name, spelled, v in entries:
+            if field_name in flat:
+                raise ValueError(
+                    f"--config {path}: {field_name} is given twice ({given[field_name]} and {spelled}); keep one"
+                )
+            flat[field_name], given[field_name] = v, spelled
+    return flat
+
+
+def _section_field(section: str, cls: type, key: Any, path: Path) -> str:
+    """The field of ``cls`` that ``key`` names inside ``section``: its own name, or the name less ``<section>_``."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    if isinstance(key, str) and key in names:
+        return key
+    if isinstance(key, str) and f"{section}_{key}" in names:
+        return f"{section}_{key}"
+    raise ValueError(
+        f"--config {path}: {section}: {key!r} is not a field of the {section} section ({cls.__name__}); "
+        f"its fields: {names}"
+    )
 
 
 def _parser(dataclass_types: Sequence[type], description: str | None = None) -> HfArgumentParser:
@@ -185,13 +322,14 @@ def parse_args_with_config(
     known, rest = pre.parse_known_args(args)
     parser = _parser(dataclass_types)
     if known.config is not None:
-        config = load_yaml_config(known.config)
+        config = load_yaml_config(known.config, dataclass_types)
         fields = {action.dest for action in parser._actions} - {"help"}
         unknown = sorted(set(config) - fields)
         if unknown:
+            sections = sorted(config_sections(dataclass_types))
             raise ValueError(
                 f"--config {known.config}: unknown keys {unknown}; each key must be a field of "
-                f"{[t.__name__ for t in dataclass_types]}"
+                f"{[t.__name__ for t in dataclass_types]}" + (f" or a section: {sections}" if sections else "")
             )
         parser.set_defaults(**check_config_values(config, dataclass_types, parser, known.config))
         for action in parser._actions:  # a required field given by the file is no longer required on the command line

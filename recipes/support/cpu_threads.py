@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from transformers import TrainerCallback
@@ -50,6 +51,9 @@ PROC_STAT = Path("/proc/stat")
 @dataclass
 class RuntimeArguments:
     """How many CPU threads torch uses, and how long training may run."""
+
+    #: The YAML config section of these fields (config_parsing): ``runtime: {...}``.
+    SECTION: ClassVar[str] = "runtime"
 
     torch_threads: int | None = field(
         default=None,

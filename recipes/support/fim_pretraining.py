@@ -1,7 +1,7 @@
 """The fill-in-the-middle side of pre-training: FIM'd, packed datasets for the clm recipe, and its infilling report.
 
 ``recipes/pretrain.py`` parses :class:`FimArguments` and trains a causal LM with FIM when
-``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/clm/fim_demo.yaml``).
+``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/causal/fim_demo.yaml``).
 Three steps, per split:
 
 1. each document is tokenized once and cut into *pieces* of ``max_length - 10`` tokens (the
@@ -37,7 +37,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -49,9 +49,10 @@ from hf_lmobj.collators.fim import fim_dataset
 from hf_lmobj.collators.fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.metrics.infilling import InfillingCase, evaluate_infilling, single_line_cases
 from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
-from hf_lmobj.recipes.support.pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
-from hf_lmobj.recipes.support.run_checks import SEED_LIMIT
 from hf_lmobj.validation import check_name
+
+from .pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
+from .run_checks import SEED_LIMIT
 
 __all__ = [
     "DEFAULT_INFILL_CASES",
@@ -77,6 +78,9 @@ INFILL_MIN_PROMPT_TOKENS = 8
 @dataclass
 class FimArguments:
     """Fill-in-the-middle training and the single-line infilling report (clm objective)."""
+
+    #: The YAML config section of these fields (config_parsing): ``fim: {...}``.
+    SECTION: ClassVar[str] = "fim"
 
     fim_rate: float = field(default=0.0, metadata={"help": "Share of pieces FIM'd (0 = plain CLM; StarCoder 0.5)."})
     fim_spm_rate: float = field(default=0.5, metadata={"help": "Share of FIM'd pieces in SPM rather than PSM order."})
@@ -306,7 +310,7 @@ def print_fim_comparison(metrics: dict[str, Any], baseline_path: str | None) -> 
         return
     path = Path(baseline_path)
     if not path.is_file():
-        print(f"  (no plain-CLM metrics at {path}: run clm/demo.yaml with --infill_cases {DEFAULT_INFILL_CASES} "
+        print(f"  (no plain-CLM metrics at {path}: run causal/demo.yaml with --infill_cases {DEFAULT_INFILL_CASES} "
               "first to print the two side by side)")  # fmt: skip
         return
     baseline = json.loads(path.read_text())

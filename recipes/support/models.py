@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import transformers
 from torch import nn
@@ -53,6 +53,9 @@ OBJECTIVE_ARCHITECTURES = {
 @dataclass
 class ModelArguments:
     """Which model to train: a checkpoint, or a small stock architecture built from config."""
+
+    #: The YAML config section of these fields (config_parsing): ``model: {...}``.
+    SECTION: ClassVar[str] = "model"
 
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Hub id or local folder; None builds a model from config."}

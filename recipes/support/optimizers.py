@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
@@ -36,6 +36,9 @@ OPTIMIZERS = ("trainer", "muon")
 @dataclass
 class OptimizerArguments:
     """Which optimizer trains the model."""
+
+    #: The YAML config section of these fields (config_parsing): ``optimizer: {...}``.
+    SECTION: ClassVar[str] = "optimizer"
 
     optimizer: str = field(
         default="trainer",

@@ -34,8 +34,9 @@ from hf_lmobj.corpus import load_stdlib_corpus
 from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.transforms import FimPieces
-from hf_lmobj.recipes.support.fim_pretraining import PIECE_SLACK, FimArguments, prepare_fim_data
-from hf_lmobj.recipes.support.pretraining import (
+
+from .fim_pretraining import PIECE_SLACK, FimArguments, prepare_fim_data
+from .pretraining import (
     CAUSAL_OBJECTIVES,
     MASKED_OBJECTIVES,
     DataArguments,

@@ -31,10 +31,10 @@ from typing import Any
 from torch import nn
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
-from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
-from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
-from hf_lmobj.recipes.support.fim_pretraining import FimArguments, check_fim_fits
-from hf_lmobj.recipes.support.models import (
+from .auxiliary_pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
+from .cpu_threads import RuntimeArguments
+from .fim_pretraining import FimArguments, check_fim_fits
+from .models import (
     ModelArguments,
     check_positions,
     model_position_limit,
@@ -42,10 +42,10 @@ from hf_lmobj.recipes.support.models import (
     resolve_model_type,
     rotary_positions,
 )
-from hf_lmobj.recipes.support.pipeline_data import uses_pipeline
-from hf_lmobj.recipes.support.pretrain_report import ReportArguments, check_report_fits
-from hf_lmobj.recipes.support.pretraining import CAUSAL_OBJECTIVES, DataArguments, row_positions
-from hf_lmobj.recipes.support.run_checks import check_training_arguments
+from .pipeline_data import uses_pipeline
+from .pretrain_report import ReportArguments, check_report_fits
+from .pretraining import CAUSAL_OBJECTIVES, DataArguments, row_positions
+from .run_checks import check_training_arguments
 
 __all__ = ["check_pretrain_arguments", "configured_positions", "check_built_model"]
 

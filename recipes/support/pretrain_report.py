@@ -15,24 +15,25 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
-from hf_lmobj.recipes.support.after_training import write_metrics
-from hf_lmobj.recipes.support.auxiliary_pretraining import auxiliary_hyperparameters
-from hf_lmobj.recipes.support.cards import write_model_card
-from hf_lmobj.recipes.support.compression import compression_bits_per_byte
-from hf_lmobj.recipes.support.fim_pretraining import print_fim_comparison
-from hf_lmobj.recipes.support.models import check_positions
-from hf_lmobj.recipes.support.ngram import KneserNeyLM
-from hf_lmobj.recipes.support.phase_timer import PhaseTimer
-from hf_lmobj.recipes.support.pretraining import CAUSAL_OBJECTIVES
-from hf_lmobj.recipes.support.run_checks import SEED_LIMIT
-from hf_lmobj.recipes.support.time_budget import StepBudget
 from hf_lmobj.validation import check_length, check_number
+
+from .after_training import write_metrics
+from .auxiliary_pretraining import auxiliary_hyperparameters
+from .cards import write_model_card
+from .compression import compression_bits_per_byte
+from .fim_pretraining import print_fim_comparison
+from .models import check_positions
+from .ngram import KneserNeyLM
+from .phase_timer import PhaseTimer
+from .pretraining import CAUSAL_OBJECTIVES
+from .run_checks import SEED_LIMIT
+from .time_budget import StepBudget
 
 __all__ = [
     "NGRAM_MAX_ORDER",
@@ -55,6 +56,9 @@ NGRAM_MAX_ORDER = 16
 @dataclass
 class ReportArguments:
     """What the end of the run measures and shows."""
+
+    #: The YAML config section of these fields (config_parsing): ``report: {...}``.
+    SECTION: ClassVar[str] = "report"
 
     eval_batch_size: int = field(
         default=16, metadata={"help": "Windows per forward pass when scoring the validation text."}

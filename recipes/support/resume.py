@@ -36,11 +36,11 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from transformers import TrainingArguments
 from transformers.utils import logging
 
-from hf_lmobj.recipes.support.time_budget import StepBudget
 from hf_lmobj.trainer.checkpoints import (
     COMPLETE_NAME,
     WEIGHT_FILES,
@@ -51,6 +51,8 @@ from hf_lmobj.trainer.checkpoints import (
     trained_max_steps,
 )
 from hf_lmobj.validation import check_flag
+
+from .time_budget import StepBudget
 
 __all__ = [
     "RUN_DECISIONS_NAME",
@@ -74,6 +76,9 @@ _NONE = ("", "false", "none", "null")
 @dataclass
 class ResumeArguments:
     """How a run treats the checkpoints it finds (``--resume_from_checkpoint`` is the Trainer's own field)."""
+
+    #: The YAML config section of these fields (config_parsing): ``resume: {...}``.
+    SECTION: ClassVar[str] = "resume"
 
     overwrite_output_dir: bool = field(
         default=False,

@@ -137,7 +137,7 @@ def test_config_is_documented(name):
     header = [line for line in lines if line.startswith("#")]
     command = (
         f"accelerate launch --config_file recipes/accelerate_configs/{name} "
-        "recipes/pretrain.py --config recipes/configs/clm/demo.yaml"
+        "recipes/pretrain.py --config recipes/configs/causal/demo.yaml"
     )
     assert lines[0].startswith(f"# {name}:"), "the header opens with the file name and its purpose"
     assert any(command in line for line in header), f"{name}: header lacks the launch command"

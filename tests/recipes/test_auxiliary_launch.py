@@ -15,14 +15,14 @@ import torch
 from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, REPO
 
 AUXILIARY = {  # config -> (objective, stock class saved, folder of the extra modules, a logged auxiliary term)
-    "clm/mtp_demo.yaml": ("clm", "LlamaForCausalLM", "mtp", "mtp_depth_1_loss"),
-    "mlm/electra_tiny.yaml": ("mlm", "ElectraForPreTraining", "generator", "rtd_loss"),
+    "causal/mtp_demo.yaml": ("clm", "LlamaForCausalLM", "mtp", "mtp_depth_1_loss"),
+    "masked/electra_tiny.yaml": ("mlm", "ElectraForPreTraining", "generator", "rtd_loss"),
 }
 LAUNCH = {"cpu.yaml": 1, "multi_process.yaml": 2}
 
 
 def _overrides(config: str) -> list[str]:
-    """QUICK_PRETRAIN (the accelerate-config smoke run) with the auxiliary config in place of clm/demo.yaml."""
+    """QUICK_PRETRAIN (the accelerate-config smoke run) with the auxiliary config in place of causal/demo.yaml."""
     args = list(QUICK_PRETRAIN)
     args[args.index("--config") + 1] = str(REPO / "recipes/configs" / config)
     return args

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from transformers import AutoModelForCausalLM, ElectraForPreTraining, TrainingArguments
 
@@ -13,47 +11,43 @@ from hf_lmobj.recipes.support.auxiliary_pretraining import (
     build_pretraining_model,
     token_predictor,
 )
-from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
-from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
+from hf_lmobj.recipes.support.config_parsing import load_yaml_config, parse_args_with_config
 from hf_lmobj.recipes.support.models import ModelArguments
 from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from tests.testing_utils import CONFIGS, ROOT, load_recipe
 
-AUXILIARY_CONFIGS = [c for c in CONFIGS if re.search(r"^auxiliary_objective:", c.read_text(), re.M)]
+PRETRAIN = load_recipe().ARGUMENT_CLASSES
+#: The shipped configs that set an auxiliary objective (themselves or through their base).
+AUXILIARY_CONFIGS = [c for c in CONFIGS if load_yaml_config(c, PRETRAIN).get("auxiliary_objective")]
+#: The objective words a config folder holds (the first release's and the objective vocabulary's).
+FOLDER_OBJECTIVES = {"causal": {"clm", "causal"}, "masked": {"mlm", "masked"}}
 TINY = ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)
 
 
 def _parse(config, *extra):
-    recipe = load_recipe()
-    return parse_args_with_config(
-        (
-            DataArguments,
-            ModelArguments,
-            AuxiliaryArguments,
-            recipe.ReportArguments,
-            RuntimeArguments,
-            TrainingArguments,
-        ),
-        ["--config", str(config), *extra],
-    )
+    """The config parsed as the recipe parses it; its data, model, auxiliary, report, runtime and training groups."""
+    groups = {type(g).__name__: g for g in parse_args_with_config(PRETRAIN, ["--config", str(config), *extra])}
+    names = ("DataArguments", "ModelArguments", "AuxiliaryArguments", "ReportArguments", "RuntimeArguments")
+    return (*(groups[name] for name in names), groups["TrainingArguments"])
 
 
 def test_both_auxiliary_configs_ship():
     assert sorted(c.relative_to(ROOT / "recipes/configs").as_posix() for c in AUXILIARY_CONFIGS) == [
-        "clm/mtp_demo.yaml",
-        "mlm/electra_tiny.yaml",
+        "causal/mtp_demo.yaml",
+        "masked/electra_tiny.yaml",
     ]
 
 
 @pytest.mark.parametrize("config", AUXILIARY_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_auxiliary_configs_parse_with_the_auxiliary_arguments(config):
     data, model, aux, report, runtime, train = _parse(config)
-    assert AUXILIARY_BASE_OBJECTIVE[aux.auxiliary_objective] == data.objective == config.parent.name
+    assert AUXILIARY_BASE_OBJECTIVE[aux.auxiliary_objective] == data.objective
+    assert data.objective in FOLDER_OBJECTIVES[config.parent.name]
     text = config.read_text()
     assert text.startswith("#") and "recipes/pretrain.py --config " + str(config.relative_to(ROOT)) in text
-    keys = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
-    assert all("#" in line for line in keys), "every key carries a comment"
+    keys = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert all("#" in line for line in keys), "every key and section carries a comment"
 
 
 def test_builder_refuses_mismatched_settings(tokenizer):

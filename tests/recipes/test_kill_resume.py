@@ -43,7 +43,7 @@ def _command(data: Path, out: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "accelerate.commands.launch",
         "--config_file", str(CONFIG_DIR / "multi_process.yaml"), "--num_processes", "2",
-        str(REPO / "recipes" / "pretrain.py"), "--config", str(REPO / "recipes/configs/clm/demo.yaml"), *QUICK,
+        str(REPO / "recipes" / "pretrain.py"), "--config", str(REPO / "recipes/configs/causal/demo.yaml"), *QUICK,
         "--dataset_name", str(data), "--streaming", "true", "--max_train_minutes", "null",
         "--max_steps", str(STEPS), "--save_strategy", "steps", "--save_steps", "10", "--logging_steps", "1",
         "--torch_threads", "1", "--max_validation_documents", "4", "--ngram_orders", "3",

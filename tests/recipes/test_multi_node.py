@@ -22,7 +22,7 @@ from accelerate.utils.launch import prepare_multi_gpu_env
 from tests.testing_utils import CONFIG_DIR, QUICK, REPO
 
 MULTI_NODE = CONFIG_DIR / "multi_node.yaml"
-DEMO = REPO / "recipes" / "configs" / "clm" / "demo.yaml"
+DEMO = REPO / "recipes" / "configs" / "causal" / "demo.yaml"
 PRETRAIN = REPO / "recipes" / "pretrain.py"
 STEPS, ROWS, LENGTH = 3, 4, 64  # --max_steps, --per_device_train_batch_size and --max_length of the run below
 TINY = ["--config", str(DEMO), *QUICK, "--max_steps", str(STEPS), "--max_train_minutes", "null", "--torch_threads", "1"]

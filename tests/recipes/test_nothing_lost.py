@@ -109,7 +109,7 @@ def test_write_metrics_is_the_one_writer_of_metrics_json(tmp_path):
 # ------------------------------------------------------------------ the recipes, end to end
 QUICK = [*QUICK_PRETRAIN, "--max_documents", "60", "--validation_fraction", "0.1", "--max_train_minutes", "null",
          "--ngram_orders", "3", "--disable_tqdm", "true", "--torch_threads", "1"]  # fmt: skip
-FIM = [str(REPO / "recipes/configs/clm/fim_demo.yaml") if a.endswith("clm/demo.yaml") else a for a in QUICK]
+FIM = [str(REPO / "recipes/configs/causal/fim_demo.yaml") if a.endswith("causal/demo.yaml") else a for a in QUICK]
 
 
 def _fail(*args, **kwargs):
@@ -203,7 +203,7 @@ def test_the_lora_recipe_saves_its_adapter_before_the_final_evaluation_and_card(
     monkeypatch.setattr(recipe, "write_model_card", _fail)
     out = tmp_path / "lora"
     with pytest.raises(AfterTrainingError, match=f"the model was saved at {out} \\(the LoRA adapter"):
-        recipe.main(["--config", str(REPO / "recipes/configs/clm/finetune_lora.yaml"),
+        recipe.main(["--config", str(REPO / "recipes/configs/causal/finetune_lora.yaml"),
                      "--model_name_or_path", str(tiny_llama_dir), "--packages", "json,html,http", "--max_chars", "600",
                      "--max_eval_examples", "4", "--max_steps", "2", "--max_length", "128", "--eval_strategy", "no",
                      "--disable_tqdm", "true", "--output_dir", str(out)])  # fmt: skip
@@ -215,7 +215,7 @@ def test_the_lora_recipe_refuses_a_max_length_past_the_base_models_positions(tin
     recipe = load_recipe("finetune_lora")
     monkeypatch.setattr(recipe, "build_lora_model", lambda *a: pytest.fail("should not be reached"))
     with pytest.raises(ValueError, match="max_length 512 needs 512 positions but the model has 256"):
-        recipe.main(["--config", str(REPO / "recipes/configs/clm/finetune_lora.yaml"),
+        recipe.main(["--config", str(REPO / "recipes/configs/causal/finetune_lora.yaml"),
                      "--model_name_or_path", str(tiny_llama_dir), "--max_length", "512",
                      "--output_dir", str(tmp_path / "lora")])  # fmt: skip
 
@@ -238,7 +238,7 @@ def test_the_classifier_recipe_keeps_its_model_when_the_scratch_comparison_fails
     monkeypatch.setattr(recipe, "train_and_evaluate", _fail)  # the from-scratch run only
     out = tmp_path / "cls"
     with pytest.raises(AfterTrainingError, match=f"the model was saved at {out}"):
-        recipe.main(["--config", str(REPO / "recipes/configs/mlm/finetune_classifier.yaml"),
+        recipe.main(["--config", str(REPO / "recipes/configs/masked/finetune_classifier.yaml"),
                      "--model_name_or_path", str(encoder), "--packages", "asyncio,email", "--train_per_class", "4",
                      "--eval_per_class", "4", "--max_steps", "2", "--max_chars", "400", "--disable_tqdm", "true",
                      "--output_dir", str(out)])  # fmt: skip

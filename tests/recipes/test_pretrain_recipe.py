@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from safetensors.torch import load_file
 from transformers import TrainingArguments
 
 from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments
-from hf_lmobj.recipes.support.config_parsing import parse_args_with_config
+from hf_lmobj.recipes.support.config_parsing import load_yaml_config, parse_args_with_config
 from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
 from hf_lmobj.recipes.support.fim_pretraining import FimArguments
 from hf_lmobj.recipes.support.models import ModelArguments
@@ -27,7 +28,12 @@ from hf_lmobj.recipes.support.pretraining import DataArguments
 from tests.testing_utils import CONFIGS, QUICK, load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
-PRETRAIN_CONFIGS = [c for c in CONFIGS if re.search(r"^objective:", c.read_text(), re.M)]
+PRETRAIN = load_recipe().ARGUMENT_CLASSES
+#: Every shipped config, flattened (its base and sections resolved) with the pre-training recipe's groups.
+FLAT = {c: load_yaml_config(c, PRETRAIN) for c in CONFIGS if "objective" in load_yaml_config(c, PRETRAIN)}
+PRETRAIN_CONFIGS = sorted(FLAT)
+#: The objective words a config folder holds (the first release's and the objective vocabulary's).
+FOLDER_OBJECTIVES = {"causal": {"clm", "causal"}, "masked": {"mlm", "masked"}, "span": {"span", "ul2"}}
 # small and fast: 200 documents, a 1024-token vocabulary, a 2-layer model of width 32
 
 
@@ -47,23 +53,29 @@ def test_every_shipped_config_parses_and_names_its_objective(config):
         ),
         ["--config", str(config)],
     )
-    assert (fim.fim_rate > 0) == (config.name == "fim_demo.yaml")  # FIM only where the config says so
-    assert (optimizer.optimizer == "muon") == (config.name in ("demo.yaml", "fim_demo.yaml"))
-    folder_objectives = {"clm": {"clm"}, "mlm": {"mlm"}, "span": {"span", "ul2"}}
-    assert data.objective in folder_objectives[config.parent.name]
-    assert train.output_dir and train.max_steps > 0
+    flat = FLAT[config]
+    groups = {type(g).__name__: g for g in (data, model, aux, fim, report, runtime, optimizer)}
+    for group in groups.values():  # every key the config (or its base) gives reaches its field as written
+        for name in set(flat) & {f.name for f in dataclasses.fields(group)} - {"objective"}:
+            assert getattr(group, name) == flat[name], (config.name, name)
+    assert (fim.fim_rate > 0) == (flat.get("fim_rate", 0) > 0) and (
+        fim.fim_rate == 0 or data.objective in FOLDER_OBJECTIVES["causal"]
+    )
+    assert optimizer.optimizer == flat.get("optimizer", "trainer")
+    assert data.objective in FOLDER_OBJECTIVES[config.parent.name]
+    assert train.output_dir == flat["output_dir"] and train.max_steps == flat["max_steps"] > 0
     text = config.read_text()
     assert text.startswith("#") and "recipes/pretrain.py --config " + str(config.relative_to(ROOT)) in text
-    keys = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
-    assert all("#" in line for line in keys), "every key carries a comment"
+    keys = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert all("#" in line for line in keys), "every key and section carries a comment"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "config,objective",
     [
-        ("clm/demo.yaml", "clm"),
-        ("mlm/bert_tiny.yaml", "mlm"),
+        ("causal/demo.yaml", "clm"),
+        ("masked/bert_tiny.yaml", "mlm"),
         ("span/t5_tiny.yaml", "span"),
         ("span/ul2_t5_tiny.yaml", "ul2"),
     ],
@@ -99,15 +111,36 @@ def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config,
         assert 0.0 <= saved[accuracy[objective]] <= 1.0
 
 
-def test_fim_demo_is_the_clm_demo_plus_fim():
-    demo = yaml.safe_load((ROOT / "recipes/configs/clm/demo.yaml").read_text())
-    fim_demo = yaml.safe_load((ROOT / "recipes/configs/clm/fim_demo.yaml").read_text())
-    fim_keys = set(FimArguments.__dataclass_fields__)
-    assert set(fim_demo) - set(demo) == fim_keys  # every FIM setting spelled out, nothing else added
+def test_fim_demo_is_the_causal_demo_plus_fim():
+    demo = FLAT[ROOT / "recipes/configs/causal/demo.yaml"]
+    fim_demo = FLAT[ROOT / "recipes/configs/causal/fim_demo.yaml"]
+    assert set(fim_demo) - set(demo) <= set(FimArguments.__dataclass_fields__)  # nothing but FIM settings added
     assert fim_demo["fim_rate"] == 0.5 and fim_demo["fim_level"] == "line" and fim_demo["infill_cases"] == 200
     differ = {k for k in demo if demo[k] != fim_demo.get(k)}
     assert differ == {"output_dir"}, "the same model, data, budget and optimizer as the plain demo"
     assert fim_demo["fim_baseline_metrics"] == f"{demo['output_dir']}/metrics.json"
+
+
+VARIANTS = [c for c in PRETRAIN_CONFIGS if "base" in yaml.safe_load(c.read_text())]
+
+
+def test_the_variants_are_the_demos_over_their_sibling_base():
+    bases = {f"{c.parent.name}/{c.stem}": yaml.safe_load(c.read_text())["base"] for c in VARIANTS}
+    assert sorted(bases) == ["causal/fim_demo", "causal/mtp_demo", "masked/electra_tiny", "span/ul2_t5_tiny"]
+    assert all(base.split("/")[0] == name.split("/")[0] for name, base in bases.items()), bases
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_variant_config_holds_only_its_deltas_over_its_base(variant):
+    own = yaml.safe_load(variant.read_text())  # the file's own keys, sections as mappings
+    base = load_yaml_config(own.pop("base"), PRETRAIN)
+    keys = {k: v for section in own.values() for k, v in (section.items() if isinstance(section, dict) else ())}
+    keys |= {k: v for k, v in own.items() if not isinstance(v, dict)}
+    defaults = {f.name: f.default for group in PRETRAIN for f in dataclasses.fields(group)}
+    for key, value in keys.items():
+        assert key not in base or base[key] != value, f"{variant.name}: {key} repeats the base's value"
+        assert key in base or defaults.get(key) != value, f"{variant.name}: {key} repeats the default"
+    assert len(keys) + 1 <= 12, f"{variant.name}: {len(keys)} keys and base"
 
 
 @pytest.mark.slow
@@ -117,7 +150,7 @@ def test_fim_demo_trains_a_few_steps_and_reports_left_to_right_and_infilling(tmp
     baseline.write_text(json.dumps({"validation_bits_per_byte": 3.0, "validation_infill_prefix_only_exact_match": 0.0}))
     out = tmp_path / "fim"
     metrics = recipe.main(
-        ["--config", str(ROOT / "recipes/configs/clm/fim_demo.yaml"), *QUICK, "--max_steps", "3",
+        ["--config", str(ROOT / "recipes/configs/causal/fim_demo.yaml"), *QUICK, "--max_steps", "3",
          "--infill_cases", "4", "--infill_max_new_tokens", "8", "--ngram_orders", "3",
          "--fim_baseline_metrics", str(baseline), "--output_dir", str(out)]
     )  # fmt: skip
@@ -169,7 +202,7 @@ def test_two_cpu_processes_write_one_checkpoint_and_one_card(tmp_path):
     result = run_recipe(
         [
             "--config",
-            str(ROOT / "recipes/configs/clm/demo.yaml"),
+            str(ROOT / "recipes/configs/causal/demo.yaml"),
             *QUICK,
             "--max_steps",
             "2",
@@ -197,7 +230,7 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_parameters(tmp_path)
     recipe = load_recipe()
     common = [
         "--config",
-        str(ROOT / "recipes/configs/clm/demo.yaml"),
+        str(ROOT / "recipes/configs/causal/demo.yaml"),
         *QUICK,
         "--max_steps",
         "4",

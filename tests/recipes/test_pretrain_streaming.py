@@ -9,7 +9,7 @@ import pytest
 
 from tests.testing_utils import QUICK, ROOT, load_recipe, write_stdlib_jsonl
 
-CONFIGS = {"clm": "clm/demo.yaml", "mlm": "mlm/bert_tiny.yaml", "span": "span/t5_tiny.yaml"}
+CONFIGS = {"clm": "causal/demo.yaml", "mlm": "masked/bert_tiny.yaml", "span": "span/t5_tiny.yaml"}
 BOUNDED = [
     "--max_validation_documents",
     "6",
@@ -76,7 +76,7 @@ def test_bad_pipeline_flags_are_refused_by_name(tmp_path, flags, words):
 
 @pytest.mark.slow
 def test_fim_trains_from_a_streamed_folder_and_reports_infilling(tmp_path, jsonl_folder):
-    args = ["--config", str(ROOT / "recipes/configs/clm/fim_demo.yaml"), *QUICK, *BOUNDED, "--max_steps", "3"]
+    args = ["--config", str(ROOT / "recipes/configs/causal/fim_demo.yaml"), *QUICK, *BOUNDED, "--max_steps", "3"]
     metrics = load_recipe().main([*args, "--dataset_name", str(jsonl_folder), "--streaming", "true",
                                   "--infill_cases", "4", "--output_dir", str(tmp_path / "fim")])  # fmt: skip
     assert metrics[f"train_tokens_{jsonl_folder.name}"] > 0
@@ -85,5 +85,5 @@ def test_fim_trains_from_a_streamed_folder_and_reports_infilling(tmp_path, jsonl
 
 def test_fim_from_a_token_store_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="token store does not hold"):
-        args = ["--config", str(ROOT / "recipes/configs/clm/fim_demo.yaml"), *QUICK, *BOUNDED]
+        args = ["--config", str(ROOT / "recipes/configs/causal/fim_demo.yaml"), *QUICK, *BOUNDED]
         load_recipe().main([*args, "--token_store", str(tmp_path), "--output_dir", str(tmp_path / "o")])

@@ -57,149 +57,149 @@ def _refused(recipe, argv: list[str], out: Path, error: type, words: str) -> str
 # (config, flags, error, a word of the message); every value at or past its limit
 PRETRAIN_CASES = [
     # the examples: each failed after training (or never) and now fails before any data
-    ("clm/fim_demo.yaml", ["--max_length", "32"], ValueError, r"max_length 32 - infill_max_new_tokens 48 leaves -16"),
-    ("clm/demo.yaml", ["--eval_stride", "-4"], ValueError, r"eval_stride must be an int >= 1"),
-    ("clm/demo.yaml", ["--eval_batch_size", "0"], ValueError, r"eval_batch_size must be an int >= 1"),
-    ("clm/demo.yaml", ["--sample_top_p", "0"], ValueError, r"sample_top_p must be a finite number in \(0, 1\]"),
-    ("clm/demo.yaml", ["--ngram_orders", "0"], ValueError, r"ngram_orders\[0\] must be an int >= 1"),
-    ("clm/demo.yaml", ["--model_type", "gpt2", "--max_position_embeddings", "32", "--max_length", "128"],
+    ("causal/fim_demo.yaml", ["--max_length", "32"], ValueError, r"max_length 32 - infill_max_new_tokens 48 leaves -16"),
+    ("causal/demo.yaml", ["--eval_stride", "-4"], ValueError, r"eval_stride must be an int >= 1"),
+    ("causal/demo.yaml", ["--eval_batch_size", "0"], ValueError, r"eval_batch_size must be an int >= 1"),
+    ("causal/demo.yaml", ["--sample_top_p", "0"], ValueError, r"sample_top_p must be a finite number in \(0, 1\]"),
+    ("causal/demo.yaml", ["--ngram_orders", "0"], ValueError, r"ngram_orders\[0\] must be an int >= 1"),
+    ("causal/demo.yaml", ["--model_type", "gpt2", "--max_position_embeddings", "32", "--max_length", "128"],
      ValueError, r"max_length 128 needs 128 positions but the model has 32"),
-    ("clm/demo.yaml", ["--model_type", "llama", "--max_position_embeddings", "32", "--max_length", "128"],
+    ("causal/demo.yaml", ["--model_type", "llama", "--max_position_embeddings", "32", "--max_length", "128"],
      ValueError, r"raise --max_position_embeddings to >= 128 or lower --max_length"),
     # data
-    ("clm/demo.yaml", ["--max_length", "1"], ValueError, r"max_length must be an int >= 2"),
-    ("clm/demo.yaml", ["--max_length", "0"], ValueError, r"max_length must be an int >= 2"),
-    ("clm/demo.yaml", ["--max_length", "-5"], ValueError, r"max_length must be an int >= 2"),
-    ("clm/demo.yaml", ["--max_length", "1000000000"], ValueError, r"needs 1000000000 positions"),
-    ("clm/demo.yaml", ["--validation_fraction", "0"], ValueError, r"validation_fraction"),
-    ("clm/demo.yaml", ["--validation_fraction", "1"], ValueError, r"validation_fraction"),
-    ("clm/demo.yaml", ["--validation_fraction", "nan"], ValueError, r"validation_fraction"),
-    ("clm/demo.yaml", ["--validation_fraction", "-0.1"], ValueError, r"validation_fraction"),
-    ("clm/demo.yaml", ["--max_documents", "0"], ValueError, r"max_documents must be an int >= 1"),
-    ("clm/demo.yaml", ["--max_documents", "-3"], ValueError, r"max_documents must be an int >= 1"),
-    ("clm/demo.yaml", ["--vocab_size", "100"], ValueError, r"vocab_size must be an int >= \d+"),
-    ("clm/demo.yaml", ["--text_column", ""], ValueError, r"text_column must be a non-empty string"),
-    ("clm/demo.yaml", ["--dataset_name", " "], ValueError, r"dataset_name must be a non-empty string"),
-    ("clm/demo.yaml", ["--tokenizer_name", ""], ValueError, r"tokenizer_name must be a non-empty string"),
-    ("clm/demo.yaml", ["--objective", "gan"], ValueError, r"objective must be one of"),
-    ("clm/demo.yaml", ["--max_eval_rows", "0"], ValueError, r"max_eval_rows must be an int >= 1"),
-    ("clm/demo.yaml", ["--report_sample_tokens", "-1"], ValueError, r"report_sample_tokens must be an int >= 1"),
-    ("clm/demo.yaml", ["--block_documents", "0"], ValueError, r"block_documents must be an int >= 1"),
-    ("mlm/bert_tiny.yaml", ["--mlm_probability", "0"], ValueError, r"mlm_probability"),
-    ("mlm/bert_tiny.yaml", ["--mlm_probability", "nan"], ValueError, r"mlm_probability"),
-    ("mlm/bert_tiny.yaml", ["--mlm_probability", "1.5"], ValueError, r"mlm_probability"),
+    ("causal/demo.yaml", ["--max_length", "1"], ValueError, r"max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--max_length", "0"], ValueError, r"max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--max_length", "-5"], ValueError, r"max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--max_length", "1000000000"], ValueError, r"needs 1000000000 positions"),
+    ("causal/demo.yaml", ["--validation_fraction", "0"], ValueError, r"validation_fraction"),
+    ("causal/demo.yaml", ["--validation_fraction", "1"], ValueError, r"validation_fraction"),
+    ("causal/demo.yaml", ["--validation_fraction", "nan"], ValueError, r"validation_fraction"),
+    ("causal/demo.yaml", ["--validation_fraction", "-0.1"], ValueError, r"validation_fraction"),
+    ("causal/demo.yaml", ["--max_documents", "0"], ValueError, r"max_documents must be an int >= 1"),
+    ("causal/demo.yaml", ["--max_documents", "-3"], ValueError, r"max_documents must be an int >= 1"),
+    ("causal/demo.yaml", ["--vocab_size", "100"], ValueError, r"vocab_size must be an int >= \d+"),
+    ("causal/demo.yaml", ["--text_column", ""], ValueError, r"text_column must be a non-empty string"),
+    ("causal/demo.yaml", ["--dataset_name", " "], ValueError, r"dataset_name must be a non-empty string"),
+    ("causal/demo.yaml", ["--tokenizer_name", ""], ValueError, r"tokenizer_name must be a non-empty string"),
+    ("causal/demo.yaml", ["--objective", "gan"], ValueError, r"objective must be one of"),
+    ("causal/demo.yaml", ["--max_eval_rows", "0"], ValueError, r"max_eval_rows must be an int >= 1"),
+    ("causal/demo.yaml", ["--report_sample_tokens", "-1"], ValueError, r"report_sample_tokens must be an int >= 1"),
+    ("causal/demo.yaml", ["--block_documents", "0"], ValueError, r"block_documents must be an int >= 1"),
+    ("masked/bert_tiny.yaml", ["--mlm_probability", "0"], ValueError, r"mlm_probability"),
+    ("masked/bert_tiny.yaml", ["--mlm_probability", "nan"], ValueError, r"mlm_probability"),
+    ("masked/bert_tiny.yaml", ["--mlm_probability", "1.5"], ValueError, r"mlm_probability"),
     ("span/t5_tiny.yaml", ["--noise_density", "1"], ValueError, r"noise_density"),
     ("span/t5_tiny.yaml", ["--noise_density", "0"], ValueError, r"noise_density"),
     ("span/t5_tiny.yaml", ["--mean_noise_span_length", "0.5"], ValueError, r"mean_noise_span_length"),
     # model
-    ("clm/demo.yaml", ["--hidden_size", "0"], ValueError, r"hidden_size must be an int >= 1"),
-    ("clm/demo.yaml", ["--num_hidden_layers", "-1"], ValueError, r"num_hidden_layers must be an int >= 1"),
-    ("clm/demo.yaml", ["--num_attention_heads", "3"], ValueError, r"multiple of num_attention_heads"),
-    ("clm/demo.yaml", ["--intermediate_size", "0"], ValueError, r"intermediate_size must be an int >= 1"),
-    ("clm/demo.yaml", ["--max_position_embeddings", "0"], ValueError, r"max_position_embeddings must be an int"),
-    ("clm/demo.yaml", ["--dropout", "1.0"], ValueError, r"dropout must be a finite number in \[0, 1\)"),
-    ("clm/demo.yaml", ["--dropout", "nan"], ValueError, r"dropout"),
-    ("clm/demo.yaml", ["--dropout", "-0.1"], ValueError, r"dropout"),
-    ("clm/demo.yaml", ["--model_type", "bert"], ValueError, r"does not fit objective 'clm'"),
-    ("clm/demo.yaml", ["--model_type", "mamba"], ValueError, r"model_type must be one of"),
-    ("mlm/bert_tiny.yaml", ["--model_type", "gpt2"], ValueError, r"does not fit objective 'mlm'"),
-    ("mlm/bert_tiny.yaml", ["--max_length", "65", "--max_position_embeddings", "66"], ValueError,
+    ("causal/demo.yaml", ["--hidden_size", "0"], ValueError, r"hidden_size must be an int >= 1"),
+    ("causal/demo.yaml", ["--num_hidden_layers", "-1"], ValueError, r"num_hidden_layers must be an int >= 1"),
+    ("causal/demo.yaml", ["--num_attention_heads", "3"], ValueError, r"multiple of num_attention_heads"),
+    ("causal/demo.yaml", ["--intermediate_size", "0"], ValueError, r"intermediate_size must be an int >= 1"),
+    ("causal/demo.yaml", ["--max_position_embeddings", "0"], ValueError, r"max_position_embeddings must be an int"),
+    ("causal/demo.yaml", ["--dropout", "1.0"], ValueError, r"dropout must be a finite number in \[0, 1\)"),
+    ("causal/demo.yaml", ["--dropout", "nan"], ValueError, r"dropout"),
+    ("causal/demo.yaml", ["--dropout", "-0.1"], ValueError, r"dropout"),
+    ("causal/demo.yaml", ["--model_type", "bert"], ValueError, r"does not fit objective 'clm'"),
+    ("causal/demo.yaml", ["--model_type", "mamba"], ValueError, r"model_type must be one of"),
+    ("masked/bert_tiny.yaml", ["--model_type", "gpt2"], ValueError, r"does not fit objective 'mlm'"),
+    ("masked/bert_tiny.yaml", ["--max_length", "65", "--max_position_embeddings", "66"], ValueError,
      r"mlm rows are padded to 72"),
     ("span/t5_tiny.yaml", ["--model_type", "llama"], ValueError, r"does not fit objective 'span'"),
-    ("clm/demo.yaml", ["--attn_implementation", ""], ValueError, r"attn_implementation must be a non-empty"),
+    ("causal/demo.yaml", ["--attn_implementation", ""], ValueError, r"attn_implementation must be a non-empty"),
     # auxiliary objectives
-    ("mlm/bert_tiny.yaml", ["--auxiliary_objective", "mtp"], ValueError, r"set objective: clm"),
-    ("clm/demo.yaml", ["--auxiliary_objective", "electra"], ValueError, r"set objective: mlm"),
-    ("clm/mtp_demo.yaml", ["--mtp_num_depths", "63"], ValueError, r"mtp_num_depths 63"),
-    ("clm/mtp_demo.yaml", ["--mtp_num_depths", "0"], ValueError, r"num_depths"),
-    ("clm/mtp_demo.yaml", ["--mtp_loss_weight", "nan"], ValueError, r"loss_weight"),
-    ("mlm/electra_tiny.yaml", ["--electra_generator_fraction", "0"], ValueError, r"electra_generator_fraction"),
-    ("mlm/electra_tiny.yaml", ["--electra_generator_fraction", "1.5"], ValueError, r"electra_generator_fraction"),
-    ("mlm/electra_tiny.yaml", ["--electra_embedding_size", "0"], ValueError, r"electra_embedding_size"),
-    ("mlm/electra_tiny.yaml", ["--model_type", "bert"], ValueError, r"set model_type: electra"),
-    ("mlm/electra_tiny.yaml", ["--max_length", "128", "--max_position_embeddings", "64"], ValueError,
+    ("masked/bert_tiny.yaml", ["--auxiliary_objective", "mtp"], ValueError, r"set objective: clm"),
+    ("causal/demo.yaml", ["--auxiliary_objective", "electra"], ValueError, r"set objective: mlm"),
+    ("causal/mtp_demo.yaml", ["--mtp_num_depths", "63"], ValueError, r"mtp_num_depths 63"),
+    ("causal/mtp_demo.yaml", ["--mtp_num_depths", "0"], ValueError, r"num_depths"),
+    ("causal/mtp_demo.yaml", ["--mtp_loss_weight", "nan"], ValueError, r"loss_weight"),
+    ("masked/electra_tiny.yaml", ["--electra_generator_fraction", "0"], ValueError, r"electra_generator_fraction"),
+    ("masked/electra_tiny.yaml", ["--electra_generator_fraction", "1.5"], ValueError, r"electra_generator_fraction"),
+    ("masked/electra_tiny.yaml", ["--electra_embedding_size", "0"], ValueError, r"electra_embedding_size"),
+    ("masked/electra_tiny.yaml", ["--model_type", "bert"], ValueError, r"set model_type: electra"),
+    ("masked/electra_tiny.yaml", ["--max_length", "128", "--max_position_embeddings", "64"], ValueError,
      r"max_length 128 needs 128 positions"),
     # fill-in-the-middle and the infilling report
-    ("clm/fim_demo.yaml", ["--infill_max_new_tokens", "60"], ValueError, r"leaves 4; lower infill_max_new_tokens"),
-    ("clm/fim_demo.yaml", ["--infill_max_new_tokens", "0"], ValueError, r"infill_max_new_tokens must be an int >= 1"),
-    ("clm/fim_demo.yaml", ["--infill_cases", "-1"], ValueError, r"infill_cases must be an int >= 0"),
-    ("clm/fim_demo.yaml", ["--infill_seed", "-1"], ValueError, r"infill_seed must be an int >= 0"),
-    ("clm/fim_demo.yaml", ["--fim_rate", "1.5"], ValueError, r"fim_rate must be a number in \[0, 1\]"),
-    ("clm/fim_demo.yaml", ["--fim_rate", "nan"], ValueError, r"fim_rate"),
-    ("clm/fim_demo.yaml", ["--fim_spm_rate", "-0.5"], ValueError, r"fim_spm_rate"),
-    ("clm/fim_demo.yaml", ["--fim_level", "word"], ValueError, r"fim_level must be one of"),
-    ("clm/fim_demo.yaml", ["--max_length", "10", "--infill_cases", "0"], ValueError, r"max_length 10 leaves 0"),
-    ("clm/fim_demo.yaml", ["--max_length", "13", "--infill_cases", "0"], ValueError, r"raise max_length to >= 14"),
-    ("clm/fim_demo.yaml", ["--token_store", "some/store"], ValueError, r"token store does not hold"),
-    ("clm/fim_demo.yaml", ["--sources", '[{"token_store": "s", "weight": 1}]'], ValueError,
+    ("causal/fim_demo.yaml", ["--infill_max_new_tokens", "60"], ValueError, r"leaves 4; lower infill_max_new_tokens"),
+    ("causal/fim_demo.yaml", ["--infill_max_new_tokens", "0"], ValueError, r"infill_max_new_tokens must be an int >= 1"),
+    ("causal/fim_demo.yaml", ["--infill_cases", "-1"], ValueError, r"infill_cases must be an int >= 0"),
+    ("causal/fim_demo.yaml", ["--infill_seed", "-1"], ValueError, r"infill_seed must be an int >= 0"),
+    ("causal/fim_demo.yaml", ["--fim_rate", "1.5"], ValueError, r"fim_rate must be a number in \[0, 1\]"),
+    ("causal/fim_demo.yaml", ["--fim_rate", "nan"], ValueError, r"fim_rate"),
+    ("causal/fim_demo.yaml", ["--fim_spm_rate", "-0.5"], ValueError, r"fim_spm_rate"),
+    ("causal/fim_demo.yaml", ["--fim_level", "word"], ValueError, r"fim_level must be one of"),
+    ("causal/fim_demo.yaml", ["--max_length", "10", "--infill_cases", "0"], ValueError, r"max_length 10 leaves 0"),
+    ("causal/fim_demo.yaml", ["--max_length", "13", "--infill_cases", "0"], ValueError, r"raise max_length to >= 14"),
+    ("causal/fim_demo.yaml", ["--token_store", "some/store"], ValueError, r"token store does not hold"),
+    ("causal/fim_demo.yaml", ["--sources", '[{"token_store": "s", "weight": 1}]'], ValueError,
      r"token store does not hold"),
-    ("mlm/bert_tiny.yaml", ["--fim_rate", "0.5"], ValueError, r"objective must be 'clm'"),
-    ("mlm/bert_tiny.yaml", ["--infill_cases", "5"], ValueError, r"infill_cases 5: fill-in-the-middle"),
-    ("clm/fim_demo.yaml", ["--fim_baseline_metrics", ""], ValueError, r"fim_baseline_metrics must be a non-empty"),
+    ("masked/bert_tiny.yaml", ["--fim_rate", "0.5"], ValueError, r"objective must be 'clm'"),
+    ("masked/bert_tiny.yaml", ["--infill_cases", "5"], ValueError, r"infill_cases 5: fill-in-the-middle"),
+    ("causal/fim_demo.yaml", ["--fim_baseline_metrics", ""], ValueError, r"fim_baseline_metrics must be a non-empty"),
     # the report: scoring, n-grams, the sample
-    ("clm/demo.yaml", ["--eval_stride", "0"], ValueError, r"eval_stride must be an int >= 1"),
-    ("clm/demo.yaml", ["--eval_stride", "100"], ValueError, r"eval_stride 100 must be <= the scoring window 64"),
-    ("clm/demo.yaml", ["--eval_stride", "40", "--eval_max_length", "32"], ValueError,
+    ("causal/demo.yaml", ["--eval_stride", "0"], ValueError, r"eval_stride must be an int >= 1"),
+    ("causal/demo.yaml", ["--eval_stride", "100"], ValueError, r"eval_stride 100 must be <= the scoring window 64"),
+    ("causal/demo.yaml", ["--eval_stride", "40", "--eval_max_length", "32"], ValueError,
      r"eval_stride 40 must be <= eval_max_length 32"),
-    ("clm/demo.yaml", ["--eval_batch_size", "-1"], ValueError, r"eval_batch_size"),
-    ("clm/demo.yaml", ["--eval_max_length", "1"], ValueError, r"eval_max_length must be an int >= 2"),
-    ("clm/demo.yaml", ["--eval_max_length", "0"], ValueError, r"eval_max_length must be an int >= 2"),
-    ("clm/demo.yaml", ["--eval_max_length", "256"], ValueError, r"the scoring window .* 256 needs 256 positions"),
-    ("clm/demo.yaml", ["--sample_top_p", "1.5"], ValueError, r"sample_top_p"),
-    ("clm/demo.yaml", ["--sample_top_p", "nan"], ValueError, r"sample_top_p"),
-    ("clm/demo.yaml", ["--sample_top_p", "inf"], ValueError, r"sample_top_p"),
-    ("clm/demo.yaml", ["--sample_top_p", "-0.5"], ValueError, r"sample_top_p"),
-    ("clm/demo.yaml", ["--ngram_orders", "3", "3"], ValueError, r"lists an order twice"),
-    ("clm/demo.yaml", ["--ngram_orders", "1000000"], ValueError, r"exceed 16"),
-    ("clm/demo.yaml", ["--ngram_orders", "-2"], ValueError, r"ngram_orders\[0\]"),
-    ("clm/demo.yaml", ["--sample_max_new_tokens", "0"], ValueError, r"sample_max_new_tokens must be an int >= 1"),
-    ("clm/demo.yaml", ["--model_type", "gpt2", "--sample_max_new_tokens", "200"], ValueError,
+    ("causal/demo.yaml", ["--eval_batch_size", "-1"], ValueError, r"eval_batch_size"),
+    ("causal/demo.yaml", ["--eval_max_length", "1"], ValueError, r"eval_max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--eval_max_length", "0"], ValueError, r"eval_max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--eval_max_length", "256"], ValueError, r"the scoring window .* 256 needs 256 positions"),
+    ("causal/demo.yaml", ["--sample_top_p", "1.5"], ValueError, r"sample_top_p"),
+    ("causal/demo.yaml", ["--sample_top_p", "nan"], ValueError, r"sample_top_p"),
+    ("causal/demo.yaml", ["--sample_top_p", "inf"], ValueError, r"sample_top_p"),
+    ("causal/demo.yaml", ["--sample_top_p", "-0.5"], ValueError, r"sample_top_p"),
+    ("causal/demo.yaml", ["--ngram_orders", "3", "3"], ValueError, r"lists an order twice"),
+    ("causal/demo.yaml", ["--ngram_orders", "1000000"], ValueError, r"exceed 16"),
+    ("causal/demo.yaml", ["--ngram_orders", "-2"], ValueError, r"ngram_orders\[0\]"),
+    ("causal/demo.yaml", ["--sample_max_new_tokens", "0"], ValueError, r"sample_max_new_tokens must be an int >= 1"),
+    ("causal/demo.yaml", ["--model_type", "gpt2", "--sample_max_new_tokens", "200"], ValueError,
      r"the sample \(1 prompt tokens \+ sample_max_new_tokens 200\) needs 201 positions"),
-    ("clm/demo.yaml", ["--sample_seed", "-1"], ValueError, r"sample_seed must be an int >= 0"),
-    ("clm/demo.yaml", ["--sample_seed", "4294967296"], ValueError, r"sample_seed must be an int in \[0, 2\*\*32\)"),
+    ("causal/demo.yaml", ["--sample_seed", "-1"], ValueError, r"sample_seed must be an int >= 0"),
+    ("causal/demo.yaml", ["--sample_seed", "4294967296"], ValueError, r"sample_seed must be an int in \[0, 2\*\*32\)"),
     # runtime: threads and the time budget
-    ("clm/demo.yaml", ["--max_train_minutes", "0"], ValueError, r"max_train_minutes must be positive"),
-    ("clm/demo.yaml", ["--max_train_minutes", "-1"], ValueError, r"max_train_minutes must be positive"),
-    ("clm/demo.yaml", ["--max_train_minutes", "nan"], ValueError, r"max_train_minutes must be positive"),
-    ("clm/demo.yaml", ["--max_train_minutes", "inf"], ValueError, r"max_train_minutes must be a finite number"),
-    ("clm/demo.yaml", ["--max_train_minutes", "1e308"], ValueError, r"finite number of minutes"),
-    ("clm/demo.yaml", ["--max_steps", "-1"], ValueError, r"max_steps must be >= 1: max_train_minutes lowers"),
-    ("clm/demo.yaml", ["--torch_threads", "0"], ValueError, r"torch_threads must be an int >= 1"),
-    ("clm/demo.yaml", ["--torch_threads", "100000"], ValueError, r"torch_threads 100000 exceeds the \d+ cores"),
-    ("clm/demo.yaml", ["--thread_check_steps", "0"], ValueError, r"thread_check_steps must be an int >= 1"),
+    ("causal/demo.yaml", ["--max_train_minutes", "0"], ValueError, r"max_train_minutes must be positive"),
+    ("causal/demo.yaml", ["--max_train_minutes", "-1"], ValueError, r"max_train_minutes must be positive"),
+    ("causal/demo.yaml", ["--max_train_minutes", "nan"], ValueError, r"max_train_minutes must be positive"),
+    ("causal/demo.yaml", ["--max_train_minutes", "inf"], ValueError, r"max_train_minutes must be a finite number"),
+    ("causal/demo.yaml", ["--max_train_minutes", "1e308"], ValueError, r"finite number of minutes"),
+    ("causal/demo.yaml", ["--max_steps", "-1"], ValueError, r"max_steps must be >= 1: max_train_minutes lowers"),
+    ("causal/demo.yaml", ["--torch_threads", "0"], ValueError, r"torch_threads must be an int >= 1"),
+    ("causal/demo.yaml", ["--torch_threads", "100000"], ValueError, r"torch_threads 100000 exceeds the \d+ cores"),
+    ("causal/demo.yaml", ["--thread_check_steps", "0"], ValueError, r"thread_check_steps must be an int >= 1"),
     # optimizer
-    ("clm/demo.yaml", ["--muon_momentum", "1.0"], ValueError, r"muon_momentum must lie in \[0, 1\)"),
-    ("clm/demo.yaml", ["--muon_momentum", "nan"], ValueError, r"muon_momentum"),
-    ("clm/demo.yaml", ["--optimizer", "sgd"], ValueError, r"optimizer must be one of"),
+    ("causal/demo.yaml", ["--muon_momentum", "1.0"], ValueError, r"muon_momentum must lie in \[0, 1\)"),
+    ("causal/demo.yaml", ["--muon_momentum", "nan"], ValueError, r"muon_momentum"),
+    ("causal/demo.yaml", ["--optimizer", "sgd"], ValueError, r"optimizer must be one of"),
     # TrainingArguments, which accepts all of these itself
-    ("clm/demo.yaml", ["--learning_rate", "nan"], ValueError, r"learning_rate must be a finite number"),
-    ("clm/demo.yaml", ["--learning_rate", "-1"], ValueError, r"learning_rate"),
-    ("clm/demo.yaml", ["--learning_rate", "inf"], ValueError, r"learning_rate"),
-    ("clm/demo.yaml", ["--per_device_train_batch_size", "0"], ValueError, r"per_device_train_batch_size"),
-    ("clm/demo.yaml", ["--per_device_eval_batch_size", "0"], ValueError, r"per_device_eval_batch_size"),
-    ("clm/demo.yaml", ["--gradient_accumulation_steps", "0"], ValueError, r"gradient_accumulation_steps"),
-    ("clm/demo.yaml", ["--max_steps", "0"], ValueError, r"max_steps must be -1 .* or a number of steps >= 1"),
-    ("clm/demo.yaml", ["--max_steps", "-5"], ValueError, r"max_steps must be an int >= -1"),
-    ("clm/demo.yaml", ["--seed", "-1"], ValueError, r"seed must be an int >= 0"),
-    ("clm/demo.yaml", ["--seed", "4294967296"], ValueError, r"seed must be an int in \[0, 2\*\*32\)"),
-    ("clm/demo.yaml", ["--weight_decay", "nan"], ValueError, r"weight_decay"),
-    ("clm/demo.yaml", ["--adam_beta1", "1.0"], ValueError, r"adam_beta1"),
-    ("clm/demo.yaml", ["--adam_beta2", "-0.1"], ValueError, r"adam_beta2"),
-    ("clm/demo.yaml", ["--adam_epsilon", "-1"], ValueError, r"adam_epsilon"),
-    ("clm/demo.yaml", ["--max_grad_norm", "nan"], ValueError, r"max_grad_norm"),
-    ("clm/demo.yaml", ["--label_smoothing_factor", "1.0"], ValueError, r"label_smoothing_factor"),
-    ("clm/demo.yaml", ["--dataloader_num_workers", "-1"], ValueError, r"dataloader_num_workers"),
-    ("clm/demo.yaml", ["--save_strategy", "steps", "--save_steps", "0"], ValueError, r"save_steps"),
-    ("clm/demo.yaml", ["--max_train_minutes", "null", "--max_steps", "-1", "--streaming", "true",
+    ("causal/demo.yaml", ["--learning_rate", "nan"], ValueError, r"learning_rate must be a finite number"),
+    ("causal/demo.yaml", ["--learning_rate", "-1"], ValueError, r"learning_rate"),
+    ("causal/demo.yaml", ["--learning_rate", "inf"], ValueError, r"learning_rate"),
+    ("causal/demo.yaml", ["--per_device_train_batch_size", "0"], ValueError, r"per_device_train_batch_size"),
+    ("causal/demo.yaml", ["--per_device_eval_batch_size", "0"], ValueError, r"per_device_eval_batch_size"),
+    ("causal/demo.yaml", ["--gradient_accumulation_steps", "0"], ValueError, r"gradient_accumulation_steps"),
+    ("causal/demo.yaml", ["--max_steps", "0"], ValueError, r"max_steps must be -1 .* or a number of steps >= 1"),
+    ("causal/demo.yaml", ["--max_steps", "-5"], ValueError, r"max_steps must be an int >= -1"),
+    ("causal/demo.yaml", ["--seed", "-1"], ValueError, r"seed must be an int >= 0"),
+    ("causal/demo.yaml", ["--seed", "4294967296"], ValueError, r"seed must be an int in \[0, 2\*\*32\)"),
+    ("causal/demo.yaml", ["--weight_decay", "nan"], ValueError, r"weight_decay"),
+    ("causal/demo.yaml", ["--adam_beta1", "1.0"], ValueError, r"adam_beta1"),
+    ("causal/demo.yaml", ["--adam_beta2", "-0.1"], ValueError, r"adam_beta2"),
+    ("causal/demo.yaml", ["--adam_epsilon", "-1"], ValueError, r"adam_epsilon"),
+    ("causal/demo.yaml", ["--max_grad_norm", "nan"], ValueError, r"max_grad_norm"),
+    ("causal/demo.yaml", ["--label_smoothing_factor", "1.0"], ValueError, r"label_smoothing_factor"),
+    ("causal/demo.yaml", ["--dataloader_num_workers", "-1"], ValueError, r"dataloader_num_workers"),
+    ("causal/demo.yaml", ["--save_strategy", "steps", "--save_steps", "0"], ValueError, r"save_steps"),
+    ("causal/demo.yaml", ["--max_train_minutes", "null", "--max_steps", "-1", "--streaming", "true",
                        "--dataset_name", "some/dataset"], ValueError, r"max_steps must be >= 1: a streamed"),
     # conflicting flags
-    ("clm/demo.yaml", ["--token_store", "a", "--sources", '[{"token_store": "b", "weight": 1}]'], ValueError,
+    ("causal/demo.yaml", ["--token_store", "a", "--sources", '[{"token_store": "b", "weight": 1}]'], ValueError,
      r"not both"),
-    ("clm/demo.yaml", ["--sources", '[{"token_store": "b", "weight": "inf"}]'], ValueError, r"weight must be"),
-    ("clm/demo.yaml", ["--weights_only_restart", "true"], ValueError, r"needs --resume_from_checkpoint"),
-    ("clm/demo.yaml", ["--overwrite_output_dir", "true", "--resume_from_checkpoint", "/no/checkpoint-2"], ValueError,
+    ("causal/demo.yaml", ["--sources", '[{"token_store": "b", "weight": "inf"}]'], ValueError, r"weight must be"),
+    ("causal/demo.yaml", ["--weights_only_restart", "true"], ValueError, r"needs --resume_from_checkpoint"),
+    ("causal/demo.yaml", ["--overwrite_output_dir", "true", "--resume_from_checkpoint", "/no/checkpoint-2"], ValueError,
      r"--overwrite_output_dir true starts over and --resume_from_checkpoint continues: give one"),
-    ("clm/demo.yaml", ["--resume_from_checkpoint", "last"], ValueError, r"holds no complete checkpoint"),
+    ("causal/demo.yaml", ["--resume_from_checkpoint", "last"], ValueError, r"holds no complete checkpoint"),
 ]  # fmt: skip
 
 
@@ -226,19 +226,19 @@ def test_pretrain_refuses_before_any_data(no_data, tmp_path, config, flags, erro
 def test_pretrain_command_line_types_are_argparses_errors(no_data, tmp_path, capsys, flags, words):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as done:
-        no_data.main(_args("clm/demo.yaml", out, *flags))
+        no_data.main(_args("causal/demo.yaml", out, *flags))
     assert done.value.code == 2
     assert words in capsys.readouterr().err
     assert not out.exists()
 
 
 def test_output_dir_that_names_no_folder_or_a_file_is_refused(no_data, tmp_path):
-    _refused(no_data, _args("clm/demo.yaml", tmp_path / "unused", "--output_dir", "/"), tmp_path / "unused",
+    _refused(no_data, _args("causal/demo.yaml", tmp_path / "unused", "--output_dir", "/"), tmp_path / "unused",
              ValueError, "names no folder")  # fmt: skip
     file = tmp_path / "taken"
     file.write_text("not a folder")
     with pytest.raises(ValueError, match="is a file, not a folder"):
-        no_data.main(_args("clm/demo.yaml", file))
+        no_data.main(_args("causal/demo.yaml", file))
     assert file.read_text() == "not a folder"
 
 
@@ -246,10 +246,10 @@ def test_a_baseline_metrics_file_that_is_not_json_is_refused(no_data, tmp_path):
     baseline = tmp_path / "plain.json"
     baseline.write_text("eval_loss = 3\n")
     out = tmp_path / "run"
-    _refused(no_data, _args("clm/fim_demo.yaml", out, "--fim_baseline_metrics", str(baseline)), out, ValueError,
+    _refused(no_data, _args("causal/fim_demo.yaml", out, "--fim_baseline_metrics", str(baseline)), out, ValueError,
              "is not a metrics.json a run wrote")  # fmt: skip
     baseline.write_text("[1, 2]\n")
-    _refused(no_data, _args("clm/fim_demo.yaml", out, "--fim_baseline_metrics", str(baseline)), out, ValueError,
+    _refused(no_data, _args("causal/fim_demo.yaml", out, "--fim_baseline_metrics", str(baseline)), out, ValueError,
              "must hold a JSON mapping")  # fmt: skip
 
 
@@ -263,7 +263,7 @@ def gpt2_32_positions(tmp_path_factory) -> Path:
 
 def test_a_checkpoints_own_position_table_is_read_at_parse_time(no_data, tmp_path, gpt2_32_positions):
     out = tmp_path / "run"
-    message = _refused(no_data, _args("clm/demo.yaml", out, "--model_name_or_path", str(gpt2_32_positions),
+    message = _refused(no_data, _args("causal/demo.yaml", out, "--model_name_or_path", str(gpt2_32_positions),
                                       "--max_length", "64"), out, ValueError, "max_length 64 needs 64 positions")  # fmt: skip
     assert f"the config of {gpt2_32_positions}" in message and "lower --max_length" in message
     assert "raise --max_position_embeddings" not in message  # a checkpoint's table cannot grow
@@ -272,9 +272,9 @@ def test_a_checkpoints_own_position_table_is_read_at_parse_time(no_data, tmp_pat
 def test_a_checkpoint_fits_the_sample_and_the_scoring_window_too(no_data, tmp_path, gpt2_32_positions):
     out = tmp_path / "run"
     path = ["--model_name_or_path", str(gpt2_32_positions), "--max_length", "32"]
-    _refused(no_data, _args("clm/demo.yaml", out, *path, "--eval_max_length", "64"), out, ValueError,
+    _refused(no_data, _args("causal/demo.yaml", out, *path, "--eval_max_length", "64"), out, ValueError,
              "scoring window")  # fmt: skip
-    _refused(no_data, _args("clm/demo.yaml", out, *path, "--sample_max_new_tokens", "32"), out, ValueError,
+    _refused(no_data, _args("causal/demo.yaml", out, *path, "--sample_max_new_tokens", "32"), out, ValueError,
              r"the sample \(1 prompt tokens")  # fmt: skip
 
 
@@ -351,8 +351,8 @@ def finetune_no_data(monkeypatch):
     return recipes
 
 
-LORA = ["--config", str(CONFIGS / "clm/finetune_lora.yaml"), "--model_name_or_path", "some/model"]
-CLASSIFIER = ["--config", str(CONFIGS / "mlm/finetune_classifier.yaml"), "--model_name_or_path", "some/encoder"]
+LORA = ["--config", str(CONFIGS / "causal/finetune_lora.yaml"), "--model_name_or_path", "some/model"]
+CLASSIFIER = ["--config", str(CONFIGS / "masked/finetune_classifier.yaml"), "--model_name_or_path", "some/encoder"]
 
 
 @pytest.mark.parametrize(
@@ -391,8 +391,8 @@ def test_finetune_recipes_refuse_before_the_tokenizer(finetune_no_data, tmp_path
         (["--text_column", " "], "text_column must be a non-empty string"),
     ],
 )
-def test_evaluate_recipe_refuses_bad_flags_before_loading(monkeypatch, tmp_path, flags, words):
-    recipe = load_recipe("evaluate")
+def test_score_recipe_refuses_bad_flags_before_loading(monkeypatch, tmp_path, flags, words):
+    recipe = load_recipe("score")
     monkeypatch.setattr(recipe, "load_texts", lambda *a: pytest.fail("should not be reached"))
     with pytest.raises(ValueError, match=words):
         recipe.main(["--model_name_or_path", "some/model", "--output_dir", str(tmp_path / "eval"), *flags])

@@ -1,6 +1,6 @@
-"""The evaluate, LoRA and classifier recipes: configs parse, runs write what they promise, numbers hold.
+"""The score, LoRA and classifier recipes: configs parse, runs write what they promise, numbers hold.
 
-References are independent of the recipes: a stock model's own loss (evaluate), PEFT's own reload
+References are independent of the recipes: a stock model's own loss (score), PEFT's own reload
 (LoRA), and the same architecture trained from scratch (classifier).
 """
 
@@ -29,10 +29,11 @@ TEXTS = ["def add(a, b):\n    return a + b\n", "import os\nprint(os.sep)\n", "x 
 
 
 def _recipe(name: str):
-    """Import ``recipes/<name>.py`` as a module (registered, so its dataclasses resolve their hints)."""
-    if f"recipe_{name}" in sys.modules:
-        return sys.modules[f"recipe_{name}"]
-    spec = importlib.util.spec_from_file_location(f"recipe_{name}", RECIPES / f"{name}.py")
+    """Import ``recipes/<name>.py`` as a module (registered, so its dataclasses resolve their hints; named
+    inside ``hf_lmobj.recipes``, so its relative imports resolve)."""
+    if f"hf_lmobj.recipes.recipe_{name}" in sys.modules:
+        return sys.modules[f"hf_lmobj.recipes.recipe_{name}"]
+    spec = importlib.util.spec_from_file_location(f"hf_lmobj.recipes.recipe_{name}", RECIPES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -66,9 +67,9 @@ def causal_dir(tmp_path_factory, tokenizer) -> Path:
 
 # ------------------------------------------------------------------------------------------ configs
 CONFIGS = {
-    "eval/default.yaml": ("evaluate", ("EvalArguments",)),
-    "clm/finetune_lora.yaml": ("finetune_lora", ("ModelArguments", "LoraArguments", "TrainingArguments")),
-    "mlm/finetune_classifier.yaml": ("finetune_classifier", ("ModelArguments", "ClassifierArguments", "TrainingArguments")),
+    "eval/default.yaml": ("score", ("EvalArguments",)),
+    "causal/finetune_lora.yaml": ("finetune_lora", ("ModelArguments", "LoraArguments", "TrainingArguments")),
+    "masked/finetune_classifier.yaml": ("finetune_classifier", ("ModelArguments", "ClassifierArguments", "TrainingArguments")),
 }  # fmt: skip
 
 
@@ -91,13 +92,13 @@ def test_shipped_config_parses_against_its_recipe(config):
 
 def test_configs_reject_unknown_keys(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text((RECIPES / "configs/clm/finetune_lora.yaml").read_text() + "lora_rank: 4  # typo\n")
+    bad.write_text((RECIPES / "configs/causal/finetune_lora.yaml").read_text() + "lora_rank: 4  # typo\n")
     module = _recipe("finetune_lora")
     with pytest.raises(ValueError, match="lora_rank"):
         parse_args_with_config((ModelArguments, module.LoraArguments, TrainingArguments), ["--config", str(bad)])
 
 
-# ------------------------------------------------------------------------------------------ evaluate
+# ------------------------------------------------------------------------------------------ score
 def _reference_sums(model_dir: Path, texts: list[str]) -> tuple[float, int, int]:
     """Summed NLL from the stock model's own loss, text by text (BOS prepended, one window each)."""
     from transformers import AutoTokenizer
@@ -124,12 +125,12 @@ def text_dataset(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("accelerate_config", ["cpu.yaml", "multi_process.yaml"])
-def test_evaluate_recipe_under_accelerate_matches_the_stock_models_loss(accelerate_config, causal_dir, text_dataset,
+def test_score_recipe_under_accelerate_matches_the_stock_models_loss(accelerate_config, causal_dir, text_dataset,
                                                                         tmp_path):  # fmt: skip
     out = tmp_path / "eval"
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-        str(RECIPES / "accelerate_configs" / accelerate_config), str(RECIPES / "evaluate.py"),
+        str(RECIPES / "accelerate_configs" / accelerate_config), str(RECIPES / "score.py"),
         "--config", str(RECIPES / "configs/eval/default.yaml"), "--model_name_or_path", str(causal_dir),
         "--dataset_name", str(text_dataset), "--output_dir", str(out), "--use_cpu", "true",
     ]  # fmt: skip
@@ -144,9 +145,9 @@ def test_evaluate_recipe_under_accelerate_matches_the_stock_models_loss(accelera
     _card_matches_metrics(out)
 
 
-def test_evaluate_requires_a_model():
+def test_score_requires_a_model():
     with pytest.raises(ValueError, match="model_name_or_path is required"):
-        _recipe("evaluate").EvalArguments()
+        _recipe("score").EvalArguments()
 
 
 # ------------------------------------------------------------------------------------------ LoRA
@@ -156,7 +157,7 @@ def test_lora_recipe_saves_only_an_adapter_that_peft_reloads_exactly(causal_dir,
 
     out = tmp_path / "lora"
     trainer, metrics = _recipe("finetune_lora").finetune([
-        "--config", str(RECIPES / "configs/clm/finetune_lora.yaml"), "--model_name_or_path", str(causal_dir),
+        "--config", str(RECIPES / "configs/causal/finetune_lora.yaml"), "--model_name_or_path", str(causal_dir),
         "--packages", "json,html,http", "--max_chars", "600", "--max_eval_examples", "16", "--max_steps", "30",
         "--learning_rate", "1e-2", "--warmup_steps", "0", "--logging_steps", "5", "--eval_strategy", "no",
         "--output_dir", str(out), "--disable_tqdm", "true",
@@ -212,7 +213,7 @@ def encoder_dir(tmp_path_factory) -> Path:
     """A tiny BERT (hidden 64, 2 layers) pre-trained for 600 steps by the mlm recipe on 300 stdlib files."""
     out = tmp_path_factory.mktemp("mlm")
     _recipe("pretrain").main([
-        "--config", str(RECIPES / "configs/mlm/bert_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
+        "--config", str(RECIPES / "configs/masked/bert_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
         "--max_length", "64",
         "--hidden_size", "64", "--num_hidden_layers", "2", "--max_position_embeddings", "512",
         "--max_steps", "600", "--learning_rate", "3e-3", "--warmup_steps", "20",  # pinned: the test owns its encoder
@@ -226,7 +227,7 @@ def encoder_dir(tmp_path_factory) -> Path:
 def test_classifier_recipe_beats_the_same_model_trained_from_scratch(encoder_dir, tmp_path):
     out = tmp_path / "cls"
     metrics = _recipe("finetune_classifier").main([
-        "--config", str(RECIPES / "configs/mlm/finetune_classifier.yaml"), "--model_name_or_path", str(encoder_dir),
+        "--config", str(RECIPES / "configs/masked/finetune_classifier.yaml"), "--model_name_or_path", str(encoder_dir),
         "--packages", PACKAGES, "--output_dir", str(out), "--disable_tqdm", "true",
     ])  # fmt: skip
     assert metrics["eval_accuracy"] > metrics["scratch_eval_accuracy"] + 0.05, metrics
@@ -244,7 +245,7 @@ def test_classifier_recipe_takes_the_electra_discriminator_the_pretrain_recipe_s
 
     electra = tmp_path / "electra"
     _recipe("pretrain").main([
-        "--config", str(RECIPES / "configs/mlm/electra_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
+        "--config", str(RECIPES / "configs/masked/electra_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
         "--max_length", "64", "--hidden_size", "32", "--num_hidden_layers", "1", "--num_attention_heads", "2",
         "--max_steps", "2", "--per_device_train_batch_size", "4", "--eval_strategy", "no", "--max_eval_rows", "8",
         "--output_dir", str(electra), "--disable_tqdm", "true", "--report_to", "none",
@@ -255,7 +256,7 @@ def test_classifier_recipe_takes_the_electra_discriminator_the_pretrain_recipe_s
     discriminator = ElectraForPreTraining.from_pretrained(electra)
     out = tmp_path / "cls"
     metrics = _recipe("finetune_classifier").main([
-        "--config", str(RECIPES / "configs/mlm/finetune_classifier.yaml"), "--model_name_or_path", str(electra),
+        "--config", str(RECIPES / "configs/masked/finetune_classifier.yaml"), "--model_name_or_path", str(electra),
         "--packages", "asyncio,email", "--train_per_class", "4", "--eval_per_class", "4", "--max_steps", "2",
         "--warmup_steps", "0", "--learning_rate", "0", "--compare_with_scratch", "false",
         "--output_dir", str(out), "--disable_tqdm", "true",

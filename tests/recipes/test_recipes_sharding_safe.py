@@ -122,7 +122,7 @@ def test_the_check_catches_a_rank_zero_save():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["clm/demo.yaml", "mlm/bert_tiny.yaml", "span/t5_tiny.yaml"])
+@pytest.mark.parametrize("config", ["causal/demo.yaml", "masked/bert_tiny.yaml", "span/t5_tiny.yaml"])
 def test_bf16_pretraining_on_cpu_learns(config, tmp_path):
     recipe = load_recipe()
     metrics = recipe.main(

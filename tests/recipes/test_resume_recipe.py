@@ -25,7 +25,7 @@ from tests.testing_utils import QUICK, ROOT, load_recipe
 
 # 4 steps under a 0.6 s budget at a faked 0.1 s per step (0.6 / (0.1 * 1.05 + 0.025)), checkpoints 2 and 4
 COMMON = [
-    "--config", str(ROOT / "recipes/configs/clm/demo.yaml"), *QUICK, "--max_steps", "50",
+    "--config", str(ROOT / "recipes/configs/causal/demo.yaml"), *QUICK, "--max_steps", "50",
     "--max_train_minutes", "0.01", "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "no",
     "--ngram_orders", "3", "--sample_max_new_tokens", "4",
 ]  # fmt: skip

@@ -4,11 +4,11 @@ Supported setups: one CPU process, several CPU processes (gloo), one or many GPU
 accelerate config alone; each process scores its share of the texts and the main process gathers
 the per-text sums and computes the metrics.
 
-    accelerate launch recipes/evaluate.py --config recipes/configs/eval/default.yaml \\
+    accelerate launch recipes/score.py --config recipes/configs/eval/default.yaml \\
         --model_name_or_path out/clm-demo
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml \\
-        recipes/evaluate.py --config recipes/configs/eval/default.yaml --model_name_or_path out/clm-demo
-    python recipes/evaluate.py --model_name_or_path gpt2 --dataset_name wikitext \\
+        recipes/score.py --config recipes/configs/eval/default.yaml --model_name_or_path out/clm-demo
+    python recipes/score.py --model_name_or_path gpt2 --dataset_name wikitext \\
         --dataset_config wikitext-2-raw-v1 --split test --max_length 1024 --stride 512
 
 Every field of ``EvalArguments`` can be set in the YAML file or overridden on the command line.
@@ -18,28 +18,26 @@ the results in its ``model-index``) into ``--output_dir``.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    __package__ = "hf_lmobj.recipes"  # run as a file: resolve relative imports in the shipped package
+
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path, where this very file would shadow the
-# `evaluate` library that the metric modules import: drop that entry before anything imports it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import torch
+from accelerate import PartialState
+from accelerate.utils import gather_object
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import torch  # noqa: E402
-from accelerate import PartialState  # noqa: E402
-from accelerate.utils import gather_object  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from hf_lmobj.corpus import load_text_splits
+from hf_lmobj.metrics import load as load_metric
+from hf_lmobj.metrics.scoring import score_texts
+from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 
-from hf_lmobj.corpus import load_text_splits  # noqa: E402
-from hf_lmobj.metrics import load as load_metric  # noqa: E402
-from hf_lmobj.metrics.scoring import score_texts  # noqa: E402
-from hf_lmobj.recipes.support.cards import write_model_card  # noqa: E402
-from hf_lmobj.recipes.support.config_parsing import parse_args_with_config  # noqa: E402
-from hf_lmobj.validation import check_flag, check_length, check_name, check_number  # noqa: E402
+from .support.cards import write_model_card
+from .support.config_parsing import parse_args_with_config
 
 __all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "main"]
 
