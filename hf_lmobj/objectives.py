@@ -67,6 +67,11 @@ class ObjectiveSpec:
             raise ValueError(f"objective {self.name!r}: data must be 'packed', 'pieces' or None, got {self.data!r}")
 
     @property
+    def labels_in_place(self) -> bool:
+        """Whether the targets are the labels at their own positions (masked LM: no shift, no decoder)."""
+        return not (self.next_token or self.encoder_decoder)
+
+    @property
     def scores_text(self) -> bool:
         """Whether the report scores held-out text (perplexity, bits per byte): a left-to-right LM."""
         return self.next_token

@@ -1,6 +1,6 @@
 """Pre-train, then fine-tune: f = g(h(x)), a classification head g on a pre-trained encoder h.
 
-Takes an encoder pre-trained by the mlm recipe (a BERT / RoBERTa from ``masked/bert_tiny.yaml``, or the ELECTRA
+Takes an encoder pre-trained by the masked recipe (a BERT / RoBERTa from ``masked/bert_tiny.yaml``, or the ELECTRA
 discriminator that ``masked/electra_tiny.yaml`` saves: a stock ``ElectraForPreTraining`` folder, whose
 ``generator/`` subfolder is ignored), adds a sequence-classification head
 (``AutoModelForSequenceClassification`` from that checkpoint, optionally with a LoRA adapter) and
@@ -13,13 +13,13 @@ Supported setups: one CPU process, several CPU processes (gloo), one or many GPU
 DeepSpeed, chosen by the accelerate config alone.
 
     accelerate launch recipes/finetune_classifier.py --config recipes/configs/masked/finetune_classifier.yaml \\
-        --model_name_or_path out/mlm-bert-tiny
+        --model_name_or_path out/masked-bert-tiny
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml recipes/finetune_classifier.py \\
-        --config recipes/configs/masked/finetune_classifier.yaml --model_name_or_path out/mlm-bert-tiny
+        --config recipes/configs/masked/finetune_classifier.yaml --model_name_or_path out/masked-bert-tiny
     python recipes/finetune_classifier.py --config recipes/configs/masked/finetune_classifier.yaml \\
-        --model_name_or_path out/mlm-bert-tiny --use_lora true --max_steps 3 --output_dir out/cls-quick
+        --model_name_or_path out/masked-bert-tiny --use_lora true --max_steps 3 --output_dir out/cls-quick
     accelerate launch recipes/finetune_classifier.py --config recipes/configs/masked/finetune_classifier.yaml \\
-        --model_name_or_path out/mlm-electra-tiny     # the ELECTRA discriminator
+        --model_name_or_path out/masked-electra-tiny     # the ELECTRA discriminator
 
 Any ``TrainingArguments`` field and every field of ``ModelArguments`` / ``ClassifierArguments`` can be
 set in the YAML file or overridden on the command line. The run writes the fine-tuned classifier
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     path = model_args.model_name_or_path
     if not path:
-        raise ValueError("model_name_or_path is required: pass --model_name_or_path <encoder from the mlm recipe>")
+        raise ValueError("model_name_or_path is required: pass --model_name_or_path <encoder from the masked recipe>")
     check_training_arguments(train_args)
     tokenizer = AutoTokenizer.from_pretrained(path)
     with train_args.main_process_first(desc="prepare data"):

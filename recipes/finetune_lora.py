@@ -4,11 +4,11 @@ Supported setups: one CPU process, several CPU processes (gloo), one or many GPU
 DeepSpeed, chosen by the accelerate config alone. Only the adapter is saved.
 
     accelerate launch recipes/finetune_lora.py --config recipes/configs/causal/finetune_lora.yaml \\
-        --model_name_or_path out/clm-demo
+        --model_name_or_path out/causal-demo
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml recipes/finetune_lora.py \\
-        --config recipes/configs/causal/finetune_lora.yaml --model_name_or_path out/clm-demo --max_steps 20
+        --config recipes/configs/causal/finetune_lora.yaml --model_name_or_path out/causal-demo --max_steps 20
     python recipes/finetune_lora.py --config recipes/configs/causal/finetune_lora.yaml \\
-        --model_name_or_path out/clm-demo --mode continue --max_steps 3 --output_dir out/lora-quick
+        --model_name_or_path out/causal-demo --mode continue --max_steps 3 --output_dir out/lora-quick
 
 Modes. ``instruction`` trains on prompt / response pairs with the prompt tokens masked from the loss
 (per-feature ``labels`` = -100, respected by ``DataCollatorForCausalLM``); without ``--dataset_name``
@@ -127,12 +127,12 @@ def instruction_data(tokenizer, args: LoraArguments) -> tuple[datasets.Dataset, 
 
 
 def continue_data(tokenizer, args: LoraArguments, model):
-    """Packed raw text, exactly as ``recipes/pretrain.py`` prepares it for the clm objective."""
+    """Packed raw text, exactly as ``recipes/pretrain.py`` prepares it for the causal objective."""
     splits = load_text_splits(args.dataset_name, args.dataset_config, args.text_column,
                               args.validation_fraction, args.max_examples)  # fmt: skip
-    data_args = DataArguments(objective="clm", text_column=args.text_column, max_length=args.max_length,
+    data_args = DataArguments(objective="causal", text_column=args.text_column, max_length=args.max_length,
                               max_eval_rows=args.max_eval_examples)  # fmt: skip
-    data = prepare_objective_data("clm", tokenizer, splits, data_args, model=model)
+    data = prepare_objective_data("causal", tokenizer, splits, data_args, model=model)
     return data.train_dataset, data.eval_dataset, data.collator
 
 
@@ -224,7 +224,7 @@ def _report(trainer, metrics, model_args: ModelArguments, lora_args: LoraArgumen
     }  # fmt: skip
     write_model_card(
         output,
-        objective="clm",
+        objective="causal",
         metrics=metrics,
         hyperparameters=hyperparameters,
         model_name=f"{Path(base).name}-lora-{lora_args.mode}",

@@ -4,7 +4,7 @@ Loads the model and tokenizer that ``recipes/pretrain.py`` saved in its ``--outp
 ``save_pretrained`` folder or Hub id of a causal LM works) and samples through ``model.generate``
 with :class:`hf_lmobj.SamplingLogitsProcessor` and nothing else (no hidden ``top_k=50``):
 
-    python recipes/generate.py --model_dir out/clm-demo --prompts "def " "import os" \
+    python recipes/generate.py --model_dir out/causal-demo --prompts "def " "import os" \
         --max_new_tokens 64 --temperature 0.8 --top_p 0.9 --num_samples 2 --seed 0
 
 ``--temperature 0`` is greedy decoding. Sampling is seeded without touching the global RNG state

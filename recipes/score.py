@@ -5,9 +5,9 @@ accelerate config alone; each process scores its share of the texts and the main
 the per-text sums and computes the metrics.
 
     accelerate launch recipes/score.py --config recipes/configs/eval/default.yaml \\
-        --model_name_or_path out/clm-demo
+        --model_name_or_path out/causal-demo
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml \\
-        recipes/score.py --config recipes/configs/eval/default.yaml --model_name_or_path out/clm-demo
+        recipes/score.py --config recipes/configs/eval/default.yaml --model_name_or_path out/causal-demo
     python recipes/score.py --model_name_or_path gpt2 --dataset_name wikitext \\
         --dataset_config wikitext-2-raw-v1 --split test --max_length 1024 --stride 512
 
@@ -162,7 +162,7 @@ def _report(args: EvalArguments, metrics: dict[str, float], num_processes: int) 
     settings = {k: v for k, v in asdict(args).items() if k not in ("output_dir", "use_cpu") and v is not None}
     write_model_card(
         output,
-        objective="clm",
+        objective="causal",
         metrics=metrics,
         hyperparameters={**settings, "num_processes": num_processes},
         model_name=Path(model_path).name if os.path.isdir(model_path) else model_path,

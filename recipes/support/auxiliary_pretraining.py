@@ -1,13 +1,13 @@
-"""What ``recipes/pretrain.py`` needs to pre-train with an auxiliary objective (MTP on clm, ELECTRA on mlm).
+"""What ``recipes/pretrain.py`` needs to pre-train with an auxiliary objective (MTP on causal, ELECTRA on masked).
 
 * ``AuxiliaryArguments``: the recipe's extra argument dataclass (YAML keys / ``--flags``);
 * ``build_pretraining_model(objective, tokenizer, model_args, aux_args, seed)``: the stock model of
   ``hf_lmobj.recipes.support.models.build_model`` when no auxiliary objective is asked for, else a
-  :class:`~hf_lmobj.trainer.mtp.MultiTokenPredictionModel` around it (clm) or an
-  :class:`~hf_lmobj.trainer.electra.ElectraPretrainingModel` built from the same width / depth / heads (mlm;
+  :class:`~hf_lmobj.trainer.mtp.MultiTokenPredictionModel` around it (causal) or an
+  :class:`~hf_lmobj.trainer.electra.ElectraPretrainingModel` built from the same width / depth / heads (masked;
   those sizes are the discriminator's);
 * ``token_predictor(model)``: the part whose logits the recipe's reports read (perplexity and
-  sampling for clm, masked accuracy for mlm): the causal LM itself for MTP, the generator for ELECTRA;
+  sampling for causal, masked accuracy for masked): the causal LM itself for MTP, the generator for ELECTRA;
 * ``auxiliary_hyperparameters(aux_args)``: the settings shown in the model card.
 
 Train the result with :class:`~hf_lmobj.trainer.auxiliary.AuxiliaryObjectiveTrainer`; it saves the
@@ -18,10 +18,10 @@ Example:
     >>> from hf_lmobj.recipes.support.models import ModelArguments
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> sizes = ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
-    >>> mtp = build_pretraining_model("clm", tok, sizes, AuxiliaryArguments("mtp", mtp_num_depths=2))
+    >>> mtp = build_pretraining_model("causal", tok, sizes, AuxiliaryArguments("mtp", mtp_num_depths=2))
     >>> type(mtp).__name__, type(token_predictor(mtp)).__name__, len(mtp.mtp)
     ('MultiTokenPredictionModel', 'LlamaForCausalLM', 2)
-    >>> electra = build_pretraining_model("mlm", tok, sizes, AuxiliaryArguments("electra"))
+    >>> electra = build_pretraining_model("masked", tok, sizes, AuxiliaryArguments("electra"))
     >>> electra.discriminator.config.hidden_size, electra.generator.config.hidden_size
     (32, 8)
 """
@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from torch import nn
 from transformers import ElectraConfig, PreTrainedTokenizerBase
 
+from hf_lmobj.objectives import get_objective
 from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
 from hf_lmobj.trainer.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.trainer.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 #: auxiliary objective -> the pre-training objective (``DataArguments.objective``) it rides on
-AUXILIARY_BASE_OBJECTIVE = {"mtp": "clm", "electra": "mlm"}
+AUXILIARY_BASE_OBJECTIVE = {"mtp": "causal", "electra": "masked"}
 
 
 @dataclass
@@ -63,7 +64,8 @@ class AuxiliaryArguments:
     SECTION: ClassVar[str] = "auxiliary"
 
     auxiliary_objective: str | None = field(
-        default=None, metadata={"help": "None | mtp (multi-token prediction, objective clm) | electra (objective mlm)."}
+        default=None,
+        metadata={"help": "None | mtp (multi-token prediction, objective causal) | electra (objective masked)."},
     )
     mtp_num_depths: int = field(default=1, metadata={"help": "mtp: extra tokens predicted per position (D)."})
     mtp_architecture: str = field(
@@ -127,15 +129,16 @@ def check_auxiliary_fits(objective: str, model_args: ModelArguments, aux_args: A
     """The auxiliary objective against the run's objective and model type (also the plain run's model type).
 
     Example:
-        >>> check_auxiliary_fits("mlm", ModelArguments(), AuxiliaryArguments("mtp"))
+        >>> check_auxiliary_fits("masked", ModelArguments(), AuxiliaryArguments("mtp"))
         Traceback (most recent call last):
         ...
-        ValueError: auxiliary_objective 'mtp' trains on the 'clm' objective, not 'mlm': set objective: clm
+        ValueError: auxiliary_objective 'mtp' trains on the 'causal' objective, not 'masked': set objective: causal
     """
     aux = aux_args.auxiliary_objective if aux_args is not None else None
     if aux is None:
         resolve_model_type(objective, model_args)
         return
+    objective = get_objective(objective).name
     if objective != AUXILIARY_BASE_OBJECTIVE[aux]:
         raise ValueError(
             f"auxiliary_objective {aux!r} trains on the {AUXILIARY_BASE_OBJECTIVE[aux]!r} objective, "

@@ -11,7 +11,7 @@ Example:
     >>> import tempfile
     >>> from huggingface_hub import ModelCard
     >>> out = tempfile.mkdtemp()
-    >>> card = write_model_card(out, objective="clm", metrics={"eval_loss": 2.0, "eval_perplexity": 7.389},
+    >>> card = write_model_card(out, objective="causal", metrics={"eval_loss": 2.0, "eval_perplexity": 7.389},
     ...     hyperparameters={"learning_rate": 3e-4}, model_name="tiny-gpt2", dataset_name="stdlib",
     ...     log_history=[{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.5, "eval_loss": 2.0}])
     >>> loaded = ModelCard.load(f"{out}/README.md")
@@ -37,9 +37,9 @@ from hf_lmobj.card_data import (
     format_value,
     framework_versions,
     merge_foreign_card_data,
-    resolve_objective,
     split_metrics,
 )
+from hf_lmobj.objectives import get_objective
 
 __all__ = [
     "DEFAULT_TEMPLATE_DIR",
@@ -156,7 +156,7 @@ def write_model_card(
 
     Args:
         output_dir: the run's output folder (created if missing).
-        objective: ``clm``, ``prefix_lm``, ``mlm``, ``span``, ``ul2`` or ``bart``; picks the template.
+        objective: a word of :data:`hf_lmobj.objectives.OBJECTIVES`; its spec picks the template.
         metrics: the run's final metrics (what the recipe wrote to ``metrics.json``); numbers only.
         hyperparameters: objective and training settings shown in the card (masking rates, noise
             density, span length, packing efficiency, learning rate, ...).
@@ -172,7 +172,7 @@ def write_model_card(
     Returns:
         The rendered ``huggingface_hub.ModelCard`` (already saved).
     """
-    spec = resolve_objective(objective)
+    spec = get_objective(objective)
     for field, value in (("model_name", model_name), ("dataset_name", dataset_name)):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{field} must be a non-empty string, got {value!r}")

@@ -64,6 +64,8 @@ from typing import Any, Literal, Union
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
+from hf_lmobj.objectives import DEPRECATED_NAMES, OBJECTIVES
+
 __all__ = [
     "RENAMED_FOLDERS",
     "shipped_configs",
@@ -83,14 +85,14 @@ CONFIG_HELP = (
 
 #: Shipped config folders renamed after their objective word: old folder -> new one. ``clm/demo`` still
 #: resolves (to ``causal/demo``), with a DeprecationWarning naming the new name.
-RENAMED_FOLDERS = {"clm": "causal", "mlm": "masked"}
+RENAMED_FOLDERS = {old: OBJECTIVES[new].template for old, new in DEPRECATED_NAMES.items()}
 #: The section of ``TrainingArguments``, which cannot carry a ``SECTION`` attribute of its own here.
 TRAINING_SECTION = "training"
 #: The top-level key naming the config a file overrides.
 BASE_KEY = "base"
 
-if not sys.warnoptions:  # a renamed config name is the user's to see: not hidden as library DeprecationWarnings are
-    warnings.filterwarnings("default", message=r"--config .* is now ", category=DeprecationWarning)
+#: Deprecations a recipe's user must see (a renamed config or objective name), shown unless -W options say otherwise.
+USER_DEPRECATIONS = r"--config .* is now |objective '.*' is deprecated"
 
 
 def _configs_root() -> Path:
@@ -314,6 +316,13 @@ def parse_args_with_config(
     prints ``description`` (the recipe's docstring), ``--config`` and the recipe's own fields and exits.
     """
     args = list(sys.argv[1:] if args is None else args)
+    with warnings.catch_warnings():  # this call's scope only: a renamed name is the user's to see
+        if not sys.warnoptions:
+            warnings.filterwarnings("default", message=USER_DEPRECATIONS, category=DeprecationWarning)
+        return _parse(dataclass_types, args, description)
+
+
+def _parse(dataclass_types: Sequence[type], args: list[str], description: str | None) -> tuple[Any, ...]:
     if {"-h", "--help", "--help_all"} & set(args):
         _print_help(dataclass_types, description, everything="--help_all" in args)
         raise SystemExit(0)

@@ -43,6 +43,7 @@ __all__ = [
     "other_load",
     "free_threads",
     "AdaptiveThreadsCallback",
+    "thread_control",
 ]
 
 PROC_STAT = Path("/proc/stat")
@@ -175,3 +176,11 @@ class AdaptiveThreadsCallback(TrainerCallback):
         """``"adaptive: 2 for 580 steps, 1 for 70 steps"``, most steps first."""
         parts = [f"{threads} for {count} steps" for threads, count in self.steps_per_threads.most_common()]
         return "adaptive: " + (", ".join(parts) or "no steps")
+
+
+def thread_control(runtime_args: RuntimeArguments) -> AdaptiveThreadsCallback | None:
+    """Fixed torch threads when asked for (``torch_threads``), else a callback that follows the cores left free."""
+    if runtime_args.torch_threads is not None:
+        torch.set_num_threads(runtime_args.torch_threads)
+        return None
+    return AdaptiveThreadsCallback(runtime_args.thread_check_steps)

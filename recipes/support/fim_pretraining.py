@@ -1,4 +1,4 @@
-"""The fill-in-the-middle side of pre-training: FIM'd, packed datasets for the clm recipe, and its infilling report.
+"""The fill-in-the-middle side of pre-training: FIM'd, packed datasets for the causal recipe, and its infilling report.
 
 ``recipes/pretrain.py`` parses :class:`FimArguments` and trains a causal LM with FIM when
 ``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/causal/fim_demo.yaml``).
@@ -49,6 +49,7 @@ from hf_lmobj.collators.fim import fim_dataset
 from hf_lmobj.collators.fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.metrics.infilling import InfillingCase, evaluate_infilling, single_line_cases
 from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
+from hf_lmobj.objectives import get_objective
 from hf_lmobj.validation import check_name
 
 from .pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
@@ -77,7 +78,7 @@ INFILL_MIN_PROMPT_TOKENS = 8
 
 @dataclass
 class FimArguments:
-    """Fill-in-the-middle training and the single-line infilling report (clm objective)."""
+    """Fill-in-the-middle training and the single-line infilling report (causal objective)."""
 
     #: The YAML config section of these fields (config_parsing): ``fim: {...}``.
     SECTION: ClassVar[str] = "fim"
@@ -127,25 +128,31 @@ def _check_baseline_file(path: str | None) -> None:
         raise ValueError(f"fim_baseline_metrics {path} must hold a JSON mapping of metric: value (a metrics.json)")
 
 
+def _is_causal(objective: str) -> bool:
+    """FIM rides on packed next-token rows: the causal objective."""
+    spec = get_objective(objective)
+    return spec.next_token and spec.data == "packed"
+
+
 def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> None:
-    """FIM and infilling against the run they ride on, before any data: both need the clm objective; a FIM
+    """FIM and infilling against the run they ride on, before any data: both need packed next-token rows (causal); a FIM
     piece needs rows longer than :data:`PIECE_SLACK`; the infilling prompts need
     :data:`INFILL_MIN_PROMPT_TOKENS` of ``max_length`` after ``infill_max_new_tokens``.
 
     Example:
-        >>> check_fim_fits(FimArguments(fim_rate=0.5, infill_max_new_tokens=48), "clm", 32)
+        >>> check_fim_fits(FimArguments(fim_rate=0.5, infill_max_new_tokens=48), "causal", 32)
         Traceback (most recent call last):
         ...
         ValueError: infilling needs max_length - infill_max_new_tokens >= 8 prompt tokens, but max_length 32 - infill_max_new_tokens 48 leaves -16; lower infill_max_new_tokens (to <= 24), raise max_length or set infill_cases 0
     """
-    if objective not in ("clm",):
+    if not _is_causal(objective):
         asked = [
             f"{name} {getattr(fim_args, name)}" for name in ("fim_rate", "infill_cases") if getattr(fim_args, name)
         ]
         if asked:
             raise ValueError(
                 f"{' and '.join(asked)}: fill-in-the-middle and the infilling report are for causal LMs; "
-                f"objective must be 'clm', got {objective!r} (or set fim_rate 0 and infill_cases 0)"
+                f"objective must be 'causal', got {objective!r} (or set fim_rate 0 and infill_cases 0)"
             )
         return
     if fim_args.fim_rate > 0 and max_length - PIECE_SLACK < MIN_PIECE_TOKENS:
@@ -190,14 +197,14 @@ def prepare_fim_data(
     model: PreTrainedModel | None = None,
     seed: int = 0,
 ) -> ObjectiveData:
-    """Packed FIM'd datasets and the causal collator of the clm objective with ``fim_args.fim_rate``.
+    """Packed FIM'd datasets and the causal collator of the causal objective with ``fim_args.fim_rate``.
 
     The cuts are drawn once (epoch 0, ``seed``) and written into the dataset before packing: the
     demo trains on less than one pass. ``train_documents`` are the training pieces before FIM (for
     the n-gram baseline).
     """
-    if data_args.objective != "clm":
-        raise ValueError(f"FIM trains causal LMs: objective must be 'clm', got {data_args.objective!r}")
+    if not _is_causal(data_args.objective):
+        raise ValueError(f"FIM trains causal LMs: objective must be 'causal', got {data_args.objective!r}")
     for role in ("bos", "eos"):
         if getattr(tokenizer, f"{role}_token_id") is None:
             raise ValueError(f"FIM pre-training needs a tokenizer with a {role}_token")

@@ -1,7 +1,7 @@
 """Small models of stock architectures, built from config for each objective (no download).
 
-``build_model`` returns a stock ``transformers`` model: a Llama or GPT-2 decoder for ``clm``, a
-BERT or RoBERTa encoder for ``mlm``, a T5 encoder-decoder for span corruption (``span``, ``ul2``,
+``build_model`` returns a stock ``transformers`` model: a Llama or GPT-2 decoder for ``causal``, a
+BERT or RoBERTa encoder for ``masked``, a T5 encoder-decoder for span corruption (``span``, ``ul2``,
 ``bart`` use T5 or BART). With ``model_name_or_path`` it loads that checkpoint instead, through
 the normal ``from_pretrained`` path (a Hub id or a local folder).
 
@@ -12,7 +12,7 @@ built here and for a checkpoint's config alike, before anything is trained.
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> model = build_model("clm", tok, ModelArguments(hidden_size=32, num_hidden_layers=1))
+    >>> model = build_model("causal", tok, ModelArguments(hidden_size=32, num_hidden_layers=1))
     >>> type(model).__name__, model.config.vocab_size == len(tok)
     ('LlamaForCausalLM', True)
     >>> position_limit(model.config), position_limit(transformers.T5Config())
@@ -28,6 +28,7 @@ import transformers
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from hf_lmobj.objectives import OBJECTIVES, get_objective
 from hf_lmobj.validation import check_length, check_name, check_number
 
 __all__ = [
@@ -41,13 +42,8 @@ __all__ = [
     "check_positions",
 ]
 
-OBJECTIVE_ARCHITECTURES = {
-    "clm": ("llama", "gpt2"),
-    "mlm": ("bert", "roberta"),
-    "span": ("t5",),
-    "ul2": ("t5",),
-    "bart": ("bart",),
-}
+#: Pre-training objective -> the model types built from config for it (the first is the default).
+OBJECTIVE_ARCHITECTURES = {name: spec.architectures for name, spec in OBJECTIVES.items() if spec.architectures}
 
 
 @dataclass
@@ -61,7 +57,8 @@ class ModelArguments:
         default=None, metadata={"help": "Hub id or local folder; None builds a model from config."}
     )
     model_type: str | None = field(
-        default=None, metadata={"help": "llama | gpt2 (clm), bert | roberta (mlm), t5 (span, ul2), bart."}
+        default=None,
+        metadata={"help": "llama | gpt2 (causal), bert | roberta (masked), t5 (span, ul2), bart (text_infilling)."},
     )
     hidden_size: int = field(default=256, metadata={"help": "Width of the model built from config."})
     num_hidden_layers: int = field(default=4, metadata={"help": "Layers (per stack for T5/BART)."})
@@ -95,8 +92,7 @@ def build_model(
     """A stock model for ``objective``: loaded from ``args.model_name_or_path`` or built from config."""
     args = args or ModelArguments()
     model_type = resolve_model_type(objective, args)
-    auto = {"clm": transformers.AutoModelForCausalLM, "mlm": transformers.AutoModelForMaskedLM}
-    auto_class = auto.get(objective, transformers.AutoModelForSeq2SeqLM)
+    auto_class = getattr(transformers, get_objective(objective).auto_class)
     if args.model_name_or_path:
         return auto_class.from_pretrained(args.model_name_or_path, attn_implementation=args.attn_implementation)
     config = _small_config(model_type, tokenizer, args)
@@ -107,9 +103,10 @@ def resolve_model_type(objective: str, args: ModelArguments) -> str:
     """``args.model_type``, or the objective's first architecture; refused when it does not fit ``objective``.
 
     Example:
-        >>> resolve_model_type("clm", ModelArguments()), resolve_model_type("span", ModelArguments())
+        >>> resolve_model_type("causal", ModelArguments()), resolve_model_type("span", ModelArguments())
         ('llama', 't5')
     """
+    objective = get_objective(objective).name
     if objective not in OBJECTIVE_ARCHITECTURES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVE_ARCHITECTURES)}, got {objective!r}")
     model_type = args.model_type or OBJECTIVE_ARCHITECTURES[objective][0]

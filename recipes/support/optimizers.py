@@ -3,7 +3,7 @@
 ``--optimizer muon`` trains the blocks' matrices with Muon and the embeddings, head, norms and
 biases with AdamW (:mod:`hf_lmobj.trainer.muon`), through the Trainer's optimizer-factory hook
 (``optimizer_cls_and_kwargs``), with the run's ``learning_rate``, ``weight_decay``, ``adam_beta1/2``
-and ``adam_epsilon``, and the Trainer's scheduler. On the clm demo it learns more per second than
+and ``adam_epsilon``, and the Trainer's scheduler. On the causal demo it learns more per second than
 AdamW (``benchmarks/demo_experiments.md``). Muon needs the weight matrices' shapes: DeepSpeed ZeRO and
 FSDP1 (which flatten them) are refused here, before any model is wrapped; FSDP2 works (each sharded
 matrix is gathered for its update).

@@ -34,11 +34,10 @@ from hf_lmobj.corpus import load_stdlib_corpus
 from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.transforms import FimPieces
+from hf_lmobj.objectives import get_objective
 
 from .fim_pretraining import PIECE_SLACK, FimArguments, prepare_fim_data
 from .pretraining import (
-    CAUSAL_OBJECTIVES,
-    MASKED_OBJECTIVES,
     DataArguments,
     ObjectiveData,
     prepare_objective_data,
@@ -104,8 +103,8 @@ def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int,
         raise ValueError(f"source {spec['name']!r} has no 'train' split")
     if held_out:
         train = train.skip(held_out)
-    add_bos = objective in CAUSAL_OBJECTIVES
-    add_eos = objective in CAUSAL_OBJECTIVES + MASKED_OBJECTIVES
+    spec = get_objective(objective)
+    add_bos, add_eos = spec.next_token, not spec.encoder_decoder  # an encoder-decoder's collator adds its EOS
     return TextStream(train, tokenizer, spec["text_column"], add_bos, add_eos, name=spec["name"], encode=encode)
 
 
@@ -182,7 +181,7 @@ def prepare_pipeline_data(
     sources = [
         _open_source(s, tokenizer, objective, held_out if i == first_stream else 0, encode) for i, s in enumerate(specs)
     ]
-    if objective in CAUSAL_OBJECTIVES:
+    if get_objective(objective).data == "packed":
         fmt = RowFormat("packed", args.max_length)
     else:
         fmt = RowFormat("pieces", getattr(data.collator, "raw_tokens_length", args.max_length))

@@ -31,6 +31,8 @@ from typing import Any
 from torch import nn
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
+from hf_lmobj.objectives import get_objective
+
 from .auxiliary_pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
 from .cpu_threads import RuntimeArguments
 from .fim_pretraining import FimArguments, check_fim_fits
@@ -44,7 +46,7 @@ from .models import (
 )
 from .pipeline_data import uses_pipeline
 from .pretrain_report import ReportArguments, check_report_fits
-from .pretraining import CAUSAL_OBJECTIVES, DataArguments, row_positions
+from .pretraining import DataArguments, row_positions
 from .run_checks import check_training_arguments
 
 __all__ = ["check_pretrain_arguments", "configured_positions", "check_built_model"]
@@ -110,7 +112,7 @@ def check_built_model(
     limit = model_position_limit(model)
     rotary = rotary_positions(predictor.config)
     prompt_tokens = None
-    if data_args.objective in CAUSAL_OBJECTIVES:
+    if get_objective(data_args.objective).scores_text:
         prompt_tokens = len(tokenizer(report_args.sample_prompt, add_special_tokens=False)["input_ids"])
         prompt_tokens += tokenizer.bos_token is not None
         if prompt_tokens == 0:
@@ -132,14 +134,14 @@ def _check_lengths(
     prompt_tokens: int | None = None,
 ) -> None:
     needed = row_positions(data_args.objective, data_args.max_length)
-    padded = f" (mlm rows are padded to {needed})" if needed != data_args.max_length else ""
+    padded = f" (masked rows are padded to {needed})" if needed != data_args.max_length else ""
     fix = (
         "lower --max_length (a checkpoint's position table cannot grow)"
         if source.startswith("the config of")
         else f"raise --max_position_embeddings to >= {needed} or lower --max_length"
     )
     check_positions(needed, limit, f"max_length {data_args.max_length}{padded}", f"{fix}; limit from {source}")
-    if data_args.objective in CAUSAL_OBJECTIVES:
+    if get_objective(data_args.objective).scores_text:
         check_report_fits(report_args, data_args.max_length, limit, rotary, prompt_tokens or 1)
 
 

@@ -15,12 +15,13 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
+from hf_lmobj.objectives import get_objective
 from hf_lmobj.validation import check_length, check_number
 
 from .after_training import write_metrics
@@ -31,9 +32,10 @@ from .fim_pretraining import print_fim_comparison
 from .models import check_positions
 from .ngram import KneserNeyLM
 from .phase_timer import PhaseTimer
-from .pretraining import CAUSAL_OBJECTIVES
 from .run_checks import SEED_LIMIT
-from .time_budget import StepBudget
+
+if TYPE_CHECKING:
+    from .pretrain_run import Run
 
 __all__ = [
     "NGRAM_MAX_ORDER",
@@ -41,7 +43,6 @@ __all__ = [
     "check_ngram_orders",
     "check_seed",
     "check_report_fits",
-    "PretrainRun",
     "baseline_key",
     "score_validation_texts",
     "baseline_bits_per_byte",
@@ -70,7 +71,7 @@ class ReportArguments:
     ngram_orders: list[int] = field(
         default_factory=lambda: [3, 4, 5],
         metadata={
-            "help": "clm: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."
+            "help": "causal: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."
         },
     )
     sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
@@ -168,23 +169,6 @@ def check_report_fits(report_args: ReportArguments, max_length: int, limit: int 
                         f"{report_args.sample_max_new_tokens})", "lower sample_max_new_tokens")  # fmt: skip
 
 
-@dataclass
-class PretrainRun:
-    """A run's parts that the report reads: the trainer, its data and every argument group."""
-
-    trainer: Any
-    tokenizer: Any
-    data: Any  # pretraining.PreparedData
-    data_args: Any
-    model_args: Any
-    aux_args: Any
-    fim_args: Any
-    report_args: ReportArguments
-    timer: PhaseTimer
-    threads: Any = None  # cpu_threads.AdaptiveThreadsCallback, None when threads are fixed
-    budget: StepBudget | None = None
-
-
 def baseline_key(name: str) -> str:
     """The metrics.json key of a baseline's bits per byte (``xz -9e`` -> ``baseline_xz_9e_bits_per_byte``)."""
     return "baseline_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") + "_bits_per_byte"
@@ -247,17 +231,17 @@ def sample_continuation(model, tokenizer, report_args: ReportArguments) -> str:
     return tokenizer.decode(output[0], skip_special_tokens=True)
 
 
-def write_and_report(run: PretrainRun, metrics: dict, baselines: dict[str, float], sample: str | None) -> None:
+def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> None:
     """Write ``metrics.json`` and the model card into ``output_dir``, then print the report (the model and
     the tokenizer are there already: :func:`~hf_lmobj.recipes.support.after_training.save_trained_model`)."""
     output = Path(run.trainer.args.output_dir)
     write_metrics(output, metrics)
     _write_card(run, metrics, output)
-    print(f"\n== {run.data_args.objective} run written to {output}")
+    print(f"\n== {run.args.data.objective} run written to {output}")
     for key, value in metrics.items():
         if not key.startswith("baseline_"):
             print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
-    if run.data_args.objective not in CAUSAL_OBJECTIVES:
+    if not get_objective(run.args.data.objective).scores_text:
         loss_key = "eval_mlm_loss" if "eval_mlm_loss" in metrics else "eval_loss"  # ELECTRA: the generator's MLM loss
         print(
             f"  {loss_key} {metrics[loss_key]:.3f} vs unigram entropy of the training tokens "
@@ -265,14 +249,14 @@ def write_and_report(run: PretrainRun, metrics: dict, baselines: dict[str, float
         )
     else:
         _print_comparison(metrics, baselines)
-        print_fim_comparison(metrics, run.fim_args.fim_baseline_metrics)
+        print_fim_comparison(metrics, run.args.fim.fim_baseline_metrics)
     _print_time(run, metrics)
-    if sample is not None:
-        print(f"  sample ({run.report_args.sample_prompt!r}, top_p={run.report_args.sample_top_p}):")
-        print(sample)
+    if run.sample is not None:
+        print(f"  sample ({run.args.report.sample_prompt!r}, top_p={run.args.report.sample_top_p}):")
+        print(run.sample)
 
 
-def _write_card(run: PretrainRun, metrics: dict, output: Path) -> None:
+def _write_card(run: Run, metrics: dict, output: Path) -> None:
     trainer = run.trainer
     hyperparameters = {
         **run.data.hyperparameters,
@@ -282,16 +266,16 @@ def _write_card(run: PretrainRun, metrics: dict, output: Path) -> None:
         "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
         "parameters": trainer.model.num_parameters(),
         "vocab_size": len(run.tokenizer),
-        **auxiliary_hyperparameters(run.aux_args),
+        **auxiliary_hyperparameters(run.args.auxiliary),
     }
     write_model_card(
         output,
-        objective=run.data_args.objective,
+        objective=run.args.data.objective,
         metrics=metrics,
         hyperparameters=hyperparameters,
         model_name=output.resolve().name,  # "." names the folder it is
-        dataset_name=run.data_args.dataset_name or "python-stdlib",
-        base_model=run.model_args.model_name_or_path,
+        dataset_name=run.args.data.dataset_name or "python-stdlib",
+        base_model=run.args.model.model_name_or_path,
         log_history=trainer.state.log_history,
         extra={"launch command": " ".join(sys.argv)},
     )
@@ -310,7 +294,7 @@ def _print_comparison(metrics: dict[str, float], baselines: dict[str, float]) ->
             print(f"    {name:20s} {rate:.3f}")
 
 
-def _print_time(run: PretrainRun, metrics: dict) -> None:
+def _print_time(run: Run, metrics: dict) -> None:
     threads_line = run.threads.summary() if run.threads else f"fixed at {torch.get_num_threads()}"
     print(f"  time (wall clock; torch threads {threads_line}):")
     for line in run.timer.lines():

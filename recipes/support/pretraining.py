@@ -6,7 +6,7 @@ into the datasets and the collator of one objective, so the recipe stays a few l
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> data = prepare_objective_data("clm", tok, load_stdlib_corpus(max_documents=200),
+    >>> data = prepare_objective_data("causal", tok, load_stdlib_corpus(max_documents=200),
     ...                               DataArguments(max_length=64))
     >>> batch = data.collator([data.train_dataset[0]])
     >>> len(data.train_dataset[0]["input_ids"]) <= 64, {"input_ids", "labels"} <= set(batch)
@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,16 +24,15 @@ from typing import Any, ClassVar
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
+import hf_lmobj
 from hf_lmobj.collators.document_pieces import split_documents
 from hf_lmobj.collators.seeding import CollatorEpochCallback
 from hf_lmobj.corpus import SPECIAL_TOKENS, tokenize_corpus
+from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 
 __all__ = [
-    "CAUSAL_OBJECTIVES",
-    "MASKED_OBJECTIVES",
-    "SEQ2SEQ_OBJECTIVES",
-    "OBJECTIVES",
+    "RECIPE_OBJECTIVES",
     "MASKED_PAD_MULTIPLE",
     "DataArguments",
     "row_positions",
@@ -41,11 +41,9 @@ __all__ = [
     "eval_subset",
 ]
 
-CAUSAL_OBJECTIVES = ("clm",)
-MASKED_OBJECTIVES = ("mlm",)
-SEQ2SEQ_OBJECTIVES = ("span", "ul2")
-OBJECTIVES = (*CAUSAL_OBJECTIVES, *MASKED_OBJECTIVES, *SEQ2SEQ_OBJECTIVES)
-#: mlm rows are padded to a multiple of this (tensor-core friendly shapes): a row of max_length tokens fills
+#: The objectives whose data the recipes prepare (:attr:`~hf_lmobj.objectives.ObjectiveSpec.data` set).
+RECIPE_OBJECTIVES = tuple(name for name, spec in OBJECTIVES.items() if spec.data is not None)
+#: masked rows are padded to a multiple of this (tensor-core friendly shapes): a row of max_length tokens fills
 #: ``row_positions(objective, max_length)`` positions.
 MASKED_PAD_MULTIPLE = 8
 
@@ -54,7 +52,7 @@ MASKED_PAD_MULTIPLE = 8
 class DataArguments:
     """What to train on and how the objective shapes it."""
 
-    objective: str = field(default="clm", metadata={"help": f"One of {OBJECTIVES}."})
+    objective: str = field(default="causal", metadata={"help": f"One of {RECIPE_OBJECTIVES}."})
     dataset_name: str | None = field(
         default=None, metadata={"help": "Hub/local dataset; None = embedded stdlib corpus."}
     )
@@ -69,10 +67,10 @@ class DataArguments:
     )
     vocab_size: int = field(default=8192, metadata={"help": "Vocabulary of the locally trained tokenizer."})
     max_length: int = field(
-        default=256, metadata={"help": "Tokens per row (clm, mlm) or encoder input length (span, ul2)."}
+        default=256, metadata={"help": "Tokens per row (causal, masked) or encoder input length (span, ul2)."}
     )
-    mlm_probability: float = field(default=0.15, metadata={"help": "mlm: share of tokens selected."})
-    whole_word_mask: bool = field(default=False, metadata={"help": "mlm: select whole words."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "masked: share of tokens selected."})
+    whole_word_mask: bool = field(default=False, metadata={"help": "masked: select whole words."})
     noise_density: float = field(default=0.15, metadata={"help": "span: share of tokens corrupted."})
     mean_noise_span_length: float = field(default=3.0, metadata={"help": "span: mean length of a noise span."})
     max_eval_rows: int | None = field(
@@ -118,8 +116,11 @@ class DataArguments:
     SECTION: ClassVar[str] = "data"
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        spec = get_objective(self.objective)
+        if spec.data is None:
+            raise ValueError(f"objective must be one of {RECIPE_OBJECTIVES} (the recipes prepare their data), "
+                             f"got {self.objective!r}")  # fmt: skip
+        self.objective = spec.name
         for name in ("dataset_name", "dataset_config", "tokenizer_name", "token_store"):
             setattr(self, name, check_name(getattr(self, name), name, optional=True))
         self.text_column = check_name(self.text_column, "text_column")
@@ -133,10 +134,10 @@ class DataArguments:
             self.vocab_size = check_length(self.vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
         self.max_length = check_length(self.max_length, "max_length", 2, "a token and the next one")
         self.max_eval_rows = check_length(self.max_eval_rows, "max_eval_rows", 1, "None = all", optional=True)
-        if self.objective in MASKED_OBJECTIVES:
+        if spec.labels_in_place:
             self.mlm_probability = check_number(self.mlm_probability, "mlm_probability", 0.0, 1.0, low_open=True,
                                                 hint="the share of tokens selected (BERT: 0.15)")  # fmt: skip
-        if self.objective == "span":
+        if _takes_noise_arguments(spec):
             self.noise_density = check_number(self.noise_density, "noise_density", 0.0, 1.0, low_open=True,
                                               high_open=True, hint="the share of tokens corrupted (T5: 0.15)")  # fmt: skip
             self.mean_noise_span_length = check_number(
@@ -156,14 +157,14 @@ class DataArguments:
 
 
 def row_positions(objective: str, max_length: int) -> int:
-    """Positions a row of ``max_length`` tokens fills in the model: ``max_length`` (clm), rounded up to
-    :data:`MASKED_PAD_MULTIPLE` (mlm), the encoder's ``max_length`` (span, ul2).
+    """Positions a row of ``max_length`` tokens fills in the model: ``max_length`` (causal), rounded up to
+    :data:`MASKED_PAD_MULTIPLE` (masked), the encoder's ``max_length`` (span, ul2).
 
     Example:
-        >>> row_positions("clm", 100), row_positions("mlm", 100)
+        >>> row_positions("causal", 100), row_positions("masked", 100)
         (100, 104)
     """
-    if objective in MASKED_OBJECTIVES:
+    if get_objective(objective).labels_in_place:
         return -(-max_length // MASKED_PAD_MULTIPLE) * MASKED_PAD_MULTIPLE
     return max_length
 
@@ -201,7 +202,7 @@ class ObjectiveData:
     collator: Callable[[list[dict[str, Any]]], dict[str, Any]]
     hyperparameters: dict[str, Any]
     callbacks: list[TrainerCallback] = field(default_factory=list)
-    train_documents: datasets.Dataset | None = None  # clm: the tokenized training documents, before packing
+    train_documents: datasets.Dataset | None = None  # packed rows: the tokenized training documents, before packing
     sample_documents: Callable[[], datasets.Dataset] | None = None  # streamed: reads the report's sample when called
 
 
@@ -222,13 +223,14 @@ def prepare_objective_data(
         if name not in splits or splits[name].num_rows == 0:
             raise ValueError(f"the {name} split is empty; raise max_documents or validation_fraction")
     attn_implementation = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
-    if objective == "clm":
+    spec = get_objective(objective)
+    if spec.data == "packed":
         return _causal_data(tokenizer, splits, args, attn_implementation)
-    if objective in MASKED_OBJECTIVES:
+    if spec.labels_in_place and spec.data == "pieces":
         return _masked_data(tokenizer, splits, args, model, seed)
-    if objective in SEQ2SEQ_OBJECTIVES:
-        return _seq2seq_data(objective, tokenizer, splits, args, model, seed)
-    raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if spec.encoder_decoder and spec.data == "pieces":
+        return _seq2seq_data(spec, tokenizer, splits, args, model, seed)
+    raise ValueError(f"objective must be one of {RECIPE_OBJECTIVES}, got {objective!r}")
 
 
 def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: str) -> ObjectiveData:
@@ -298,29 +300,25 @@ def _split_data(tokenizer, splits, args, collator, piece_length, add_eos, hyperp
     return ObjectiveData(pieces["train"], evaluation, collator, hyperparameters, [CollatorEpochCallback(collator)])
 
 
-def _seq2seq_data(objective, tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
-    """Each document is corrupted on its own: split into pieces of the collator's raw length."""
-    from hf_lmobj.collators.span import DataCollatorForSpanCorruption
-    from hf_lmobj.collators.ul2 import DataCollatorForUL2
+def _takes_noise_arguments(spec: ObjectiveSpec) -> bool:
+    """Whether the objective's collator takes ``noise_density`` / ``mean_noise_span_length`` (span corruption;
+    UL2 carries its own per-denoiser values)."""
+    fields = {f.name for f in dataclasses.fields(getattr(hf_lmobj, spec.collator))} if spec.collator else set()
+    return {"noise_density", "mean_noise_span_length"} <= fields
 
-    if objective == "span":
-        collator = DataCollatorForSpanCorruption(
-            tokenizer,
-            noise_density=args.noise_density,
-            mean_noise_span_length=args.mean_noise_span_length,
-            input_length=args.max_length,
-            model=model,
-            seed=seed,
-        )
-    else:
-        collator = DataCollatorForUL2(tokenizer, input_length=args.max_length, model=model, seed=seed)
+
+def _seq2seq_data(spec: ObjectiveSpec, tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
+    """Each document is corrupted on its own: split into pieces of the collator's raw length."""
+    noise = {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
+    noise = noise if _takes_noise_arguments(spec) else {}
+    collator_class = getattr(hf_lmobj, spec.collator)
+    collator = collator_class(tokenizer, input_length=args.max_length, model=model, seed=seed, **noise)
     hyperparameters = {
         "input_length": args.max_length,
         "raw_tokens_length": collator.raw_tokens_length,
         "targets_length": collator.targets_length,
+        **noise,
     }
-    if objective == "span":
-        hyperparameters |= {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
     return _split_data(tokenizer, splits, args, collator, collator.raw_tokens_length, False, hyperparameters)
 
 

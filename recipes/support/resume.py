@@ -52,7 +52,7 @@ from hf_lmobj.trainer.checkpoints import (
 )
 from hf_lmobj.validation import check_flag
 
-from .time_budget import StepBudget
+from .time_budget import StepBudget, fit_max_steps_to_budget
 
 __all__ = [
     "RUN_DECISIONS_NAME",
@@ -63,6 +63,7 @@ __all__ = [
     "load_checkpoint_weights",
     "keep_first_start_steps",
     "begin_new_run",
+    "step_budget",
 ]
 
 logger = logging.get_logger(__name__)
@@ -231,3 +232,16 @@ def begin_new_run(output_dir: str | os.PathLike, plan: ResumePlan, max_steps: in
     tmp = root / (RUN_DECISIONS_NAME + ".tmp")
     tmp.write_text(json.dumps(decisions, indent=1))
     os.replace(tmp, root / RUN_DECISIONS_NAME)
+
+
+def step_budget(trainer, runtime_args, threads, plan: ResumePlan) -> StepBudget | None:
+    """``max_train_minutes``: lower ``max_steps`` to the steps that fit, timed at the thread count training starts
+    with; a resumed run is not timed again and keeps the ``max_steps`` its first start chose (the checkpoint's)."""
+    if plan.continues:
+        main_process = trainer.is_world_process_zero()
+        return keep_first_start_steps(trainer.args, plan, runtime_args.max_train_minutes, main_process)
+    if runtime_args.max_train_minutes is None:
+        return None
+    if threads:
+        threads.adapt()
+    return fit_max_steps_to_budget(trainer, runtime_args.max_train_minutes)

@@ -1,7 +1,7 @@
 """Train for a wall-clock budget: time a few steps of the real model and data, then fix ``max_steps``.
 
 A demo that must end within minutes on machines whose speed differs several-fold (the 2-core
-project machine ran the clm demo's step at 0.8 s one day and 1.4 s another) cannot fix its step
+project machine ran the causal demo's step at 0.8 s one day and 1.4 s another) cannot fix its step
 count in advance. :func:`fit_max_steps_to_budget` times forward + backward passes of the trainer's
 own model on its first training batch, and an update of the optimizer the Trainer will build (on a
 twin model), before ``train()`` and lowers ``args.max_steps`` to the steps
@@ -40,7 +40,7 @@ __all__ = [
 
 #: What a training-loop step costs on top of the fastest timed forward + backward + optimizer update: a
 #: share (clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
-#: the clm demo's 2-core machine the loop ran at about 1.05 x pass + 25 ms for steps of 4, 8 and 32
+#: the causal demo's 2-core machine the loop ran at about 1.05 x pass + 25 ms for steps of 4, 8 and 32
 #: rows (passes of 0.09, 0.18 and 1.35 s), between 1.0x and 1.14x that from run to run
 #: (``benchmarks/demo_experiments.md``, session 3).
 STEP_OVERHEAD = 1.05
@@ -155,7 +155,7 @@ def fit_max_steps_to_budget(trainer, minutes: float, repeats: int = 4) -> StepBu
     One pass is timed first (it includes first-call costs, so it over-estimates); when
     ``max_steps`` passes of that length fit, nothing more is timed. Otherwise ``repeats`` more
     passes are timed and the fastest sets the step count (the first few passes after the first
-    are still slower than the loop settles to: on the clm demo the faster of two over-estimated the training
+    are still slower than the loop settles to: on the causal demo the faster of two over-estimated the training
     loop's own step by 15%). In a distributed run every rank adopts the
     smallest count, so all of them stop at the same step.
     """

@@ -274,7 +274,7 @@ def test_packed_fim_documents_stay_isolated(tokenizer, corpus, ids):
     from hf_lmobj.recipes.support.models import ModelArguments, build_model
 
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                                          max_position_embeddings=128)).eval()  # fmt: skip
     docs = [_doc(tokenizer, t[:120]) for t in corpus["train"]["text"][:5]]
     collator = DataCollatorForFillInTheMiddle(

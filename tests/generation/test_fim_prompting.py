@@ -86,7 +86,7 @@ class ForceTokens(LogitsProcessor):
 
 def test_infill_stops_at_the_end_of_middle_token(tokenizer, one_torch_thread):
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                          max_position_embeddings=64))  # fmt: skip
     answer = _encode(tokenizer, "y = x + 1")
     prefixes, suffixes = ["def f(x):\n    ", "z = "], ["\n    return y\n", "\n"]
@@ -128,7 +128,7 @@ class PreferToken(LogitsProcessor):
 
 def test_infill_never_writes_a_sentinel(tokenizer, one_torch_thread):
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                          max_position_embeddings=64))  # fmt: skip
     ids = fim_token_ids(tokenizer)
     prefer = LogitsProcessorList([PreferToken(ids.suffix)])

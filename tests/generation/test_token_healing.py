@@ -47,7 +47,7 @@ def test_generation_writes_the_lead_even_against_the_model(tokenizer, one_torch_
     from hf_lmobj.recipes.support.models import ModelArguments, build_model
 
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                          max_position_embeddings=64)).eval()  # fmt: skip
     (prompt,), (lead,) = heal_prompts(tokenizer, [_encode(tokenizer, "if x:\n")], protected=set())
     free = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False, pad_token_id=0)

@@ -94,7 +94,7 @@ def tiny_llama(tokenizer):
         arguments = ModelArguments(
             hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=128
         )
-        return build_model("clm", tokenizer, arguments).eval()
+        return build_model("causal", tokenizer, arguments).eval()
 
 
 class Oracle(torch.nn.Module):

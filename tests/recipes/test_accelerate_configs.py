@@ -222,7 +222,7 @@ def test_shipped_config_launches_a_two_step_pretrain_run_on_cpu(name, tmp_path):
     ]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert done.stdout.count("== clm run written to") == 1  # written and printed by the main process only
+    assert done.stdout.count("== causal run written to") == 1  # written and printed by the main process only
     args = torch.load(tmp_path / "training_args.bin", weights_only=False)
     assert (args.world_size, args.mixed_precision) == (world_size, mixed_precision)
     weights = load_file(tmp_path / "model.safetensors")

@@ -15,8 +15,8 @@ import torch
 from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, REPO
 
 AUXILIARY = {  # config -> (objective, stock class saved, folder of the extra modules, a logged auxiliary term)
-    "causal/mtp_demo.yaml": ("clm", "LlamaForCausalLM", "mtp", "mtp_depth_1_loss"),
-    "masked/electra_tiny.yaml": ("mlm", "ElectraForPreTraining", "generator", "rtd_loss"),
+    "causal/mtp_demo.yaml": ("causal", "LlamaForCausalLM", "mtp", "mtp_depth_1_loss"),
+    "masked/electra_tiny.yaml": ("masked", "ElectraForPreTraining", "generator", "rtd_loss"),
 }
 LAUNCH = {"cpu.yaml": 1, "multi_process.yaml": 2}
 

@@ -104,7 +104,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_loss_curve_png_is_valid(tmp_path):
-    _write(tmp_path, "clm", _run_metrics(), log_history=LOG_HISTORY)
+    _write(tmp_path, "causal", _run_metrics(), log_history=LOG_HISTORY)
     data = (tmp_path / "loss_curve.png").read_bytes()
     assert _png_size(data) == (640, 400)  # figsize 6.4 x 4.0 inches at 100 dpi
     with Image.open(tmp_path / "loss_curve.png") as image:
@@ -147,7 +147,7 @@ def test_loss_curve_draws_each_series_at_its_steps_and_values(tmp_path):
 
 
 def test_no_loss_history_means_no_png_and_says_so(tmp_path):
-    _write(tmp_path, "mlm", {"eval_loss": 3.0}, log_history=[{"step": 1, "learning_rate": 1e-3}])
+    _write(tmp_path, "masked", {"eval_loss": 3.0}, log_history=[{"step": 1, "learning_rate": 1e-3}])
     assert not (tmp_path / "loss_curve.png").exists()
     assert "No loss history was recorded." in (tmp_path / "README.md").read_text()
 
@@ -192,7 +192,7 @@ def test_bad_objective_is_a_clear_value_error(tmp_path):
     ],
 )
 def test_bad_inputs_name_the_field(tmp_path, kwargs, error, match):
-    arguments = {"objective": "clm", "metrics": {}, "hyperparameters": {}, "model_name": "m", "dataset_name": "d"}
+    arguments = {"objective": "causal", "metrics": {}, "hyperparameters": {}, "model_name": "m", "dataset_name": "d"}
     with pytest.raises(error, match=match):
         write_model_card(tmp_path, **{**arguments, **kwargs})
 
@@ -212,7 +212,7 @@ def test_template_dir_override(tmp_path):
     assert card.text.strip() == "Custom card for tiny-ul2 (ul2)."
     assert [r.metric_value for r in card.data.eval_results] == [1.25]
     with pytest.raises(FileNotFoundError, match=r"causal\.md not found; pass template_dir"):
-        _write(tmp_path / "out", "clm", {}, template_dir=templates)
+        _write(tmp_path / "out", "causal", {}, template_dir=templates)
 
 
 @pytest.mark.parametrize("objective", sorted(OBJECTIVES))
@@ -228,11 +228,11 @@ def test_pipeline_tag_names_a_transformers_pipeline_or_is_absent(tmp_path, objec
 def test_a_local_starting_model_is_named_in_the_text_never_as_base_model(tmp_path):
     local = tmp_path / "out" / "clm-demo"
     local.mkdir(parents=True)
-    _write(tmp_path / "card", "clm", {"eval_loss": 1.0}, base_model=str(local))
+    _write(tmp_path / "card", "causal", {"eval_loss": 1.0}, base_model=str(local))
     card = ModelCard.load(tmp_path / "card" / "README.md")
     assert card.data.base_model is None
     assert f"starting from the local model `{local}`" in card.text and "from scratch" not in card.text
-    _write(tmp_path / "hub", "clm", {"eval_loss": 1.0}, base_model="org/base")
+    _write(tmp_path / "hub", "causal", {"eval_loss": 1.0}, base_model="org/base")
     assert "[`org/base`](https://huggingface.co/org/base)" in (tmp_path / "hub" / "README.md").read_text()
 
 
@@ -243,28 +243,28 @@ PEFT_CARD = "---\nbase_model: {base}\nlibrary_name: peft\npipeline_tag: text-gen
 def test_an_adapter_card_keeps_what_peft_wrote(tmp_path, base):
     base = str(tmp_path) if base == "LOCAL" else base
     (tmp_path / "README.md").write_text(PEFT_CARD.format(base=base))
-    _write(tmp_path, "clm", {"eval_loss": 1.0}, base_model=base)
+    _write(tmp_path, "causal", {"eval_loss": 1.0}, base_model=base)
     data = ModelCard.load(tmp_path / "README.md").data
     assert data.library_name == "peft"
-    assert {"lora", "transformers", "hf_lmobj", "clm"} <= set(data.tags)
+    assert {"lora", "transformers", "hf_lmobj", "causal"} <= set(data.tags)
     hub = base == "org/base"
     assert data.base_model == ("org/base" if hub else None)
     assert (f"base_model:adapter:{base}" in data.tags) is hub  # a local folder is no Hub reference
-    _write(tmp_path, "mlm", {"eval_loss": 1.0})  # a rerun replaces our own card instead of merging it
-    assert "clm" not in ModelCard.load(tmp_path / "README.md").data.tags
+    _write(tmp_path, "masked", {"eval_loss": 1.0})  # a rerun replaces our own card instead of merging it
+    assert "causal" not in ModelCard.load(tmp_path / "README.md").data.tags
 
 
 def _tiny_model(objective, tokenizer):
     """A stock architecture at hidden size 32, 2 layers, sized to the local tokenizer."""
     ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}  # fmt: skip
-    if objective == "clm":
+    if objective == "causal":
         config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, **ids)
         return transformers.GPT2LMHeadModel(config)
-    if objective in ("mlm", "sequence_classification"):
+    if objective in ("masked", "sequence_classification"):
         config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                          intermediate_size=64, max_position_embeddings=128, **ids)  # fmt: skip
-        if objective == "mlm":
+        if objective == "masked":
             return transformers.BertForMaskedLM(config)
         return transformers.BertForSequenceClassification(config)
     if objective == "span":
@@ -278,7 +278,7 @@ def _tiny_model(objective, tokenizer):
     return transformers.BartForConditionalGeneration(config)
 
 
-@pytest.mark.parametrize("objective", ["clm", "mlm", "span", "bart", "sequence_classification"])
+@pytest.mark.parametrize("objective", ["causal", "masked", "span", "bart", "sequence_classification"])
 def test_how_to_use_snippet_runs_on_a_saved_model(tmp_path, tokenizer, objective):
     model = _tiny_model(objective, tokenizer)
     model.save_pretrained(tmp_path)
@@ -341,7 +341,7 @@ def check_eval_results_file(path) -> list[dict]:
 def test_eval_results_files_follow_the_hub_schema_and_carry_metrics_json_values(tmp_path, dataset_name, dataset_id):
     (tmp_path / "metrics.json").write_text(json.dumps(_run_metrics()))
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    write_model_card(tmp_path, objective="clm", metrics=metrics, hyperparameters=HYPERPARAMETERS,
+    write_model_card(tmp_path, objective="causal", metrics=metrics, hyperparameters=HYPERPARAMETERS,
                      model_name="tiny-clm", dataset_name=dataset_name)  # fmt: skip
     files = sorted((tmp_path / ".eval_results").glob("*.yaml"))
     assert [f.name for f in files] == ["bits_per_byte.yaml", "perplexity.yaml", "perplexity_test.yaml"]
@@ -360,13 +360,13 @@ def test_eval_results_files_follow_the_hub_schema_and_carry_metrics_json_values(
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", entry["date"])
     # a rerun in the same folder replaces its own files (never appends) and keeps anyone else's
     (tmp_path / ".eval_results" / "hle.yaml").write_text("- dataset: {id: cais/hle, task_id: hle}\n  value: 1.0\n")
-    write_model_card(tmp_path, objective="clm", metrics={"eval_perplexity": 3.5}, hyperparameters={},
+    write_model_card(tmp_path, objective="causal", metrics={"eval_perplexity": 3.5}, hyperparameters={},
                      model_name="tiny-clm", dataset_name=dataset_name)  # fmt: skip
     assert check_eval_results_file(tmp_path / ".eval_results" / "perplexity.yaml")[0]["value"] == 3.5
     assert sorted(f.name for f in (tmp_path / ".eval_results").iterdir()) == ["hle.yaml", "perplexity.yaml"]
 
 
 def test_no_eval_results_without_perplexity_or_bits_per_byte(tmp_path):
-    write_model_card(tmp_path, objective="mlm", metrics={"eval_loss": 2.0, "eval_masked_accuracy": 0.5},
+    write_model_card(tmp_path, objective="masked", metrics={"eval_loss": 2.0, "eval_masked_accuracy": 0.5},
                      hyperparameters={}, model_name="tiny-mlm", dataset_name="python-stdlib")  # fmt: skip
     assert not (tmp_path / ".eval_results").exists()

@@ -64,8 +64,8 @@ def test_prepare_fim_data_packs_fimmed_pieces(tokenizer, corpus):
     undone = [undo_fim(s, ids, eos) for s in _segments(token.train_dataset)]
     strip = lambda s: s[:-1] if s[-1] == eos else s  # noqa: E731  (a FIM'd piece always ends with EOS)
     assert sorted(map(strip, undone)) == sorted(map(strip, _segments(plain.train_dataset)))
-    with pytest.raises(ValueError, match="objective must be 'clm'"):
-        prepare_fim_data(tokenizer, corpus, DataArguments(objective="mlm"), FimArguments(fim_rate=0.5))
+    with pytest.raises(ValueError, match="objective must be 'causal'"):
+        prepare_fim_data(tokenizer, corpus, DataArguments(objective="masked"), FimArguments(fim_rate=0.5))
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -80,7 +80,7 @@ def test_fim_arguments_are_checked(kwargs, match):
 
 def test_infilling_metrics_modes_follow_the_training(tokenizer, corpus, one_torch_thread):
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                          max_position_embeddings=96))  # fmt: skip
     texts = corpus["validation"]["text"]
     fim_args = FimArguments(fim_rate=0.5, infill_cases=3, infill_max_new_tokens=8)
@@ -102,14 +102,14 @@ def test_infilling_metrics_modes_follow_the_training(tokenizer, corpus, one_torc
 
 def test_fim_card_section_and_its_snippet_run_against_a_saved_model(tmp_path, tokenizer):
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                          max_position_embeddings=128))  # fmt: skip
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     metrics = {"eval_loss": 3.0, "validation_bits_per_byte": 2.5, "validation_infill_psm_exact_match": 0.25,
                "validation_infill_samples": 200}  # fmt: skip
     hyperparameters = {"fim_rate": 0.5, "fim_spm_rate": 0.5, "fim_level": "char", "max_length": 256}
-    write_model_card(tmp_path, objective="clm", metrics=metrics, hyperparameters=hyperparameters,
+    write_model_card(tmp_path, objective="causal", metrics=metrics, hyperparameters=hyperparameters,
                      model_name="tiny-fim", dataset_name="python-stdlib")  # fmt: skip
     text = (tmp_path / "README.md").read_text()
     assert "## Fill-in-the-middle" in text and "0.5 of the training pieces" in text and "character positions" in text
@@ -124,11 +124,11 @@ def test_fim_card_section_and_its_snippet_run_against_a_saved_model(tmp_path, to
     exec(snippet, loaded)  # the card's own code
     assert calls == [prompt_ids]  # the card's string prompt is exactly the helper's token prompt
     plain = tmp_path / "plain"
-    write_model_card(plain, objective="clm", metrics=metrics, hyperparameters={**hyperparameters, "fim_rate": 0.0},
+    write_model_card(plain, objective="causal", metrics=metrics, hyperparameters={**hyperparameters, "fim_rate": 0.0},
                      model_name="tiny", dataset_name="python-stdlib")  # fmt: skip
     assert "Fill-in-the-middle" not in (plain / "README.md").read_text()
     for level, words in (("line", "line-start positions"), ("token", "token positions")):
-        write_model_card(plain, objective="clm", metrics=metrics, hyperparameters={**hyperparameters, "fim_level": level},
+        write_model_card(plain, objective="causal", metrics=metrics, hyperparameters={**hyperparameters, "fim_level": level},
                          model_name="tiny", dataset_name="python-stdlib")  # fmt: skip
         assert words in (plain / "README.md").read_text()
 

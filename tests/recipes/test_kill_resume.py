@@ -157,7 +157,7 @@ def test_a_sigkilled_launch_resumes_to_the_uninterrupted_runs_result_bit_for_bit
     assert not (killed / "model.safetensors").exists()  # the killed run never got to the end
 
     report = _run(jsonl_folder, killed, "--resume_from_checkpoint", "last")
-    assert f"== clm run written to {killed}" in report
+    assert f"== causal run written to {killed}" in report
 
     final_a, final_b = load_file(whole / "model.safetensors"), load_file(killed / "model.safetensors")
     assert sorted(final_a) == sorted(final_b)

@@ -23,9 +23,9 @@ def test_every_objective_builds_a_stock_model_that_runs(tokenizer, objective, mo
 
 
 def test_model_saved_and_loaded_by_path(tokenizer, tmp_path):
-    model = build_model("clm", tokenizer, ModelArguments(**TINY))
+    model = build_model("causal", tokenizer, ModelArguments(**TINY))
     model.save_pretrained(tmp_path)
-    again = build_model("clm", tokenizer, ModelArguments(model_name_or_path=str(tmp_path)))
+    again = build_model("causal", tokenizer, ModelArguments(model_name_or_path=str(tmp_path)))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
 
 
@@ -33,7 +33,7 @@ def test_bad_model_arguments(tokenizer):
     with pytest.raises(ValueError, match="objective"):
         build_model("gan", tokenizer)
     with pytest.raises(ValueError, match="does not fit objective"):
-        build_model("clm", tokenizer, ModelArguments(model_type="bert", **TINY))
+        build_model("causal", tokenizer, ModelArguments(model_type="bert", **TINY))
     with pytest.raises(ValueError, match="multiple of num_attention_heads"):
         ModelArguments(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="hidden_size"):

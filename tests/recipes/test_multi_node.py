@@ -120,7 +120,7 @@ def test_two_machines_on_loopback_train_one_model(tmp_path):
     )
 
     # One model and one card, written by global rank 0 (on machine 0) only.
-    assert [outs[0].count("== clm run written to"), outs[1].count("== clm run written to")] == [1, 0]
+    assert [outs[0].count("== causal run written to"), outs[1].count("== causal run written to")] == [1, 0]
     assert sorted(p.relative_to(output_dir).as_posix() for p in output_dir.rglob("*.safetensors")) == [
         "model.safetensors"
     ]

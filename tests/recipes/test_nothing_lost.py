@@ -191,7 +191,7 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("llama")
     tokenizer = build_tokenizer(vocab_size=512)
     torch.manual_seed(0)
-    build_model("clm", tokenizer, ModelArguments(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    build_model("causal", tokenizer, ModelArguments(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                                  max_position_embeddings=256)).save_pretrained(folder)  # fmt: skip
     tokenizer.save_pretrained(folder)
     return folder
@@ -230,7 +230,7 @@ def test_the_classifier_recipe_keeps_its_model_when_the_scratch_comparison_fails
     encoder = tmp_path / "bert"
     tokenizer = build_tokenizer(vocab_size=512)
     torch.manual_seed(0)
-    build_model("mlm", tokenizer, ModelArguments(model_type="bert", hidden_size=16, num_hidden_layers=1,
+    build_model("masked", tokenizer, ModelArguments(model_type="bert", hidden_size=16, num_hidden_layers=1,
                                                  num_attention_heads=2, max_position_embeddings=512)
                 ).save_pretrained(encoder)  # fmt: skip
     tokenizer.save_pretrained(encoder)

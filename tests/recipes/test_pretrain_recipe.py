@@ -18,6 +18,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
+from hf_lmobj.objectives import get_objective
 from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments
 from hf_lmobj.recipes.support.config_parsing import load_yaml_config, parse_args_with_config
 from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
@@ -32,8 +33,6 @@ PRETRAIN = load_recipe().ARGUMENT_CLASSES
 #: Every shipped config, flattened (its base and sections resolved) with the pre-training recipe's groups.
 FLAT = {c: load_yaml_config(c, PRETRAIN) for c in CONFIGS if "objective" in load_yaml_config(c, PRETRAIN)}
 PRETRAIN_CONFIGS = sorted(FLAT)
-#: The objective words a config folder holds (the first release's and the objective vocabulary's).
-FOLDER_OBJECTIVES = {"causal": {"clm", "causal"}, "masked": {"mlm", "masked"}, "span": {"span", "ul2"}}
 # small and fast: 200 documents, a 1024-token vocabulary, a 2-layer model of width 32
 
 
@@ -59,10 +58,10 @@ def test_every_shipped_config_parses_and_names_its_objective(config):
         for name in set(flat) & {f.name for f in dataclasses.fields(group)} - {"objective"}:
             assert getattr(group, name) == flat[name], (config.name, name)
     assert (fim.fim_rate > 0) == (flat.get("fim_rate", 0) > 0) and (
-        fim.fim_rate == 0 or data.objective in FOLDER_OBJECTIVES["causal"]
+        fim.fim_rate == 0 or get_objective(data.objective).data == "packed"
     )
     assert optimizer.optimizer == flat.get("optimizer", "trainer")
-    assert data.objective in FOLDER_OBJECTIVES[config.parent.name]
+    assert get_objective(data.objective).template == config.parent.name  # the folder is named by the objective family
     assert train.output_dir == flat["output_dir"] and train.max_steps == flat["max_steps"] > 0
     text = config.read_text()
     assert text.startswith("#") and "recipes/pretrain.py --config " + str(config.relative_to(ROOT)) in text
@@ -74,8 +73,8 @@ def test_every_shipped_config_parses_and_names_its_objective(config):
 @pytest.mark.parametrize(
     "config,objective",
     [
-        ("causal/demo.yaml", "clm"),
-        ("masked/bert_tiny.yaml", "mlm"),
+        ("causal/demo.yaml", "causal"),
+        ("masked/bert_tiny.yaml", "masked"),
         ("span/t5_tiny.yaml", "span"),
         ("span/ul2_t5_tiny.yaml", "ul2"),
     ],
@@ -95,7 +94,7 @@ def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config,
     assert results["loss"] == saved["eval_loss"]
     assert objective in card.data.tags
     assert 0 < saved["train_unigram_entropy"] < math.log(1024)
-    if objective == "clm":
+    if objective == "causal":
         assert results["bits_per_byte"] == saved["validation_bits_per_byte"]
         assert saved["validation_bytes"] > saved["validation_tokens"] > 0
         baselines = {k for k in saved if k.startswith("baseline_")}
@@ -106,7 +105,7 @@ def test_each_objective_trains_a_few_steps_and_writes_its_card(tmp_path, config,
         }
         assert all(0 < saved[k] < 8 for k in baselines)
         assert not any(k.startswith("baseline_") for k in results), "baselines are not the model's results"
-    accuracy = {"mlm": "eval_masked_accuracy", "span": "eval_span_accuracy", "ul2": "eval_span_accuracy"}
+    accuracy = {"masked": "eval_masked_accuracy", "span": "eval_span_accuracy", "ul2": "eval_span_accuracy"}
     if objective in accuracy:
         assert 0.0 <= saved[accuracy[objective]] <= 1.0
 
@@ -215,7 +214,7 @@ def test_two_cpu_processes_write_one_checkpoint_and_one_card(tmp_path):
         ],
         accelerate,
     )
-    assert result.stdout.count("== clm run written to") == 1  # the report comes from rank 0 only
+    assert result.stdout.count("== causal run written to") == 1  # the report comes from rank 0 only
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2

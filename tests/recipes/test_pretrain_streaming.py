@@ -9,7 +9,7 @@ import pytest
 
 from tests.testing_utils import QUICK, ROOT, load_recipe, write_stdlib_jsonl
 
-CONFIGS = {"clm": "causal/demo.yaml", "mlm": "masked/bert_tiny.yaml", "span": "span/t5_tiny.yaml"}
+CONFIGS = {"causal": "causal/demo.yaml", "masked": "masked/bert_tiny.yaml", "span": "span/t5_tiny.yaml"}
 BOUNDED = [
     "--max_validation_documents",
     "6",
@@ -33,7 +33,7 @@ def _run(tmp_path, objective: str, *extra: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective", ["clm", "mlm", "span"])
+@pytest.mark.parametrize("objective", ["causal", "masked", "span"])
 def test_each_objective_trains_from_a_streamed_jsonl_folder(tmp_path, jsonl_folder, objective):
     metrics = _run(tmp_path, objective, "--dataset_name", str(jsonl_folder), "--streaming", "true")
     name = f"train_tokens_{jsonl_folder.name}"
@@ -46,14 +46,16 @@ def test_clm_trains_from_a_token_store_and_from_a_mixture(tmp_path, jsonl_folder
     tokenize = __import__("importlib").import_module("hf_lmobj.recipes.tokenize_corpus")
     tokenize.main(["--max_documents", "60", "--vocab_size", "1024", "--output_dir", str(tmp_path / "store")])
     tokenizer = str(tmp_path / "store" / "tokenizer")
-    metrics = _run(tmp_path, "clm", "--token_store", str(tmp_path / "store"), "--tokenizer_name", tokenizer)
+    metrics = _run(tmp_path, "causal", "--token_store", str(tmp_path / "store"), "--tokenizer_name", tokenizer)
     # real tokens; tokens seen also count the padding of a short last row
     assert 0.95 * metrics["train_tokens_seen"] <= metrics["train_tokens_store"] <= metrics["train_tokens_seen"]
     sources = json.dumps([
         {"token_store": str(tmp_path / "store"), "weight": 0.7, "name": "store"},
         {"dataset_name": str(jsonl_folder), "weight": 0.3, "name": "jsonl"},
     ])  # fmt: skip
-    mixed = _run(tmp_path / "mix", "clm", "--sources", sources, "--tokenizer_name", tokenizer, "--block_documents", "4")
+    mixed = _run(
+        tmp_path / "mix", "causal", "--sources", sources, "--tokenizer_name", tokenizer, "--block_documents", "4"
+    )
     assert mixed["train_tokens_store"] > 0 and mixed["train_tokens_jsonl"] > 0
     assert 0.95 * mixed["train_tokens_seen"] <= mixed["train_tokens_store"] + mixed["train_tokens_jsonl"]
     assert mixed["train_tokens_store"] + mixed["train_tokens_jsonl"] <= mixed["train_tokens_seen"]
@@ -71,7 +73,7 @@ def test_clm_trains_from_a_token_store_and_from_a_mixture(tmp_path, jsonl_folder
 )
 def test_bad_pipeline_flags_are_refused_by_name(tmp_path, flags, words):
     with pytest.raises(ValueError, match=words):
-        _run(tmp_path, "clm", *flags)
+        _run(tmp_path, "causal", *flags)
 
 
 @pytest.mark.slow

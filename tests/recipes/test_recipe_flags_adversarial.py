@@ -100,16 +100,16 @@ PRETRAIN_CASES = [
     ("causal/demo.yaml", ["--dropout", "1.0"], ValueError, r"dropout must be a finite number in \[0, 1\)"),
     ("causal/demo.yaml", ["--dropout", "nan"], ValueError, r"dropout"),
     ("causal/demo.yaml", ["--dropout", "-0.1"], ValueError, r"dropout"),
-    ("causal/demo.yaml", ["--model_type", "bert"], ValueError, r"does not fit objective 'clm'"),
+    ("causal/demo.yaml", ["--model_type", "bert"], ValueError, r"does not fit objective 'causal'"),
     ("causal/demo.yaml", ["--model_type", "mamba"], ValueError, r"model_type must be one of"),
-    ("masked/bert_tiny.yaml", ["--model_type", "gpt2"], ValueError, r"does not fit objective 'mlm'"),
+    ("masked/bert_tiny.yaml", ["--model_type", "gpt2"], ValueError, r"does not fit objective 'masked'"),
     ("masked/bert_tiny.yaml", ["--max_length", "65", "--max_position_embeddings", "66"], ValueError,
      r"mlm rows are padded to 72"),
     ("span/t5_tiny.yaml", ["--model_type", "llama"], ValueError, r"does not fit objective 'span'"),
     ("causal/demo.yaml", ["--attn_implementation", ""], ValueError, r"attn_implementation must be a non-empty"),
     # auxiliary objectives
-    ("masked/bert_tiny.yaml", ["--auxiliary_objective", "mtp"], ValueError, r"set objective: clm"),
-    ("causal/demo.yaml", ["--auxiliary_objective", "electra"], ValueError, r"set objective: mlm"),
+    ("masked/bert_tiny.yaml", ["--auxiliary_objective", "mtp"], ValueError, r"set objective: causal"),
+    ("causal/demo.yaml", ["--auxiliary_objective", "electra"], ValueError, r"set objective: masked"),
     ("causal/mtp_demo.yaml", ["--mtp_num_depths", "63"], ValueError, r"mtp_num_depths 63"),
     ("causal/mtp_demo.yaml", ["--mtp_num_depths", "0"], ValueError, r"num_depths"),
     ("causal/mtp_demo.yaml", ["--mtp_loss_weight", "nan"], ValueError, r"loss_weight"),
@@ -133,7 +133,7 @@ PRETRAIN_CASES = [
     ("causal/fim_demo.yaml", ["--token_store", "some/store"], ValueError, r"token store does not hold"),
     ("causal/fim_demo.yaml", ["--sources", '[{"token_store": "s", "weight": 1}]'], ValueError,
      r"token store does not hold"),
-    ("masked/bert_tiny.yaml", ["--fim_rate", "0.5"], ValueError, r"objective must be 'clm'"),
+    ("masked/bert_tiny.yaml", ["--fim_rate", "0.5"], ValueError, r"objective must be 'causal'"),
     ("masked/bert_tiny.yaml", ["--infill_cases", "5"], ValueError, r"infill_cases 5: fill-in-the-middle"),
     ("causal/fim_demo.yaml", ["--fim_baseline_metrics", ""], ValueError, r"fim_baseline_metrics must be a non-empty"),
     # the report: scoring, n-grams, the sample
@@ -297,11 +297,11 @@ def _built(objective: str, tokenizer, aux=None, **sizes):
 @pytest.mark.parametrize(
     ("objective", "aux", "sizes", "max_length", "words"),
     [
-        ("clm", None, {"model_type": "gpt2", "max_position_embeddings": 32}, 64, "max_length 64 needs 64 positions"),
-        ("clm", None, {"model_type": "llama", "max_position_embeddings": 32}, 33, "max_length 33 needs 33"),
-        ("clm", "mtp", {"max_position_embeddings": 32}, 40, "the built LlamaForCausalLM"),
-        ("mlm", None, {"model_type": "roberta", "max_position_embeddings": 32}, 33, "mlm rows are padded to 40"),
-        ("mlm", "electra", {"max_position_embeddings": 32}, 48, "max_length 48 needs 48 positions"),
+        ("causal", None, {"model_type": "gpt2", "max_position_embeddings": 32}, 64, "max_length 64 needs 64 positions"),
+        ("causal", None, {"model_type": "llama", "max_position_embeddings": 32}, 33, "max_length 33 needs 33"),
+        ("causal", "mtp", {"max_position_embeddings": 32}, 40, "the built LlamaForCausalLM"),
+        ("masked", None, {"model_type": "roberta", "max_position_embeddings": 32}, 33, "mlm rows are padded to 40"),
+        ("masked", "electra", {"max_position_embeddings": 32}, 48, "max_length 48 needs 48 positions"),
     ],
 )
 def test_check_built_model_reads_the_models_own_positions(tok, objective, aux, sizes, max_length, words):
@@ -320,7 +320,7 @@ def test_check_built_model_counts_the_sample_prompt_and_needs_something_to_conti
     from hf_lmobj.recipes.support.pretrain_report import ReportArguments
     from hf_lmobj.recipes.support.pretraining import DataArguments
 
-    model, model_args = _built("clm", tok, None, model_type="gpt2", max_position_embeddings=32)
+    model, model_args = _built("causal", tok, None, model_type="gpt2", max_position_embeddings=32)
     data_args = DataArguments(max_length=32)
     prompt = "def " * 10
     needed = len(tok(prompt, add_special_tokens=False)["input_ids"]) + 1 + 24  # + BOS + the new tokens
@@ -330,7 +330,7 @@ def test_check_built_model_counts_the_sample_prompt_and_needs_something_to_conti
     check_built_model(
         model, tok, data_args, ReportArguments(sample_prompt="def ", sample_max_new_tokens=24), model_args
     )  # fmt: skip  (fits: nothing raised)
-    llama, llama_args = _built("clm", tok, None, model_type="llama", max_position_embeddings=32)
+    llama, llama_args = _built("causal", tok, None, model_type="llama", max_position_embeddings=32)
     check_built_model(llama, tok, data_args, report, llama_args)  # rotary positions: a long sample runs on
     no_bos = tok.__class__.from_pretrained(tok.name_or_path)
     no_bos.bos_token = None

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory, tokenizer):
     """A tiny GPT-2 and the test tokenizer, saved as the pretrain recipe saves its output_dir."""
-    folder = tmp_path_factory.mktemp("clm")
+    folder = tmp_path_factory.mktemp("causal")
     config = GPT2Config(
         vocab_size=len(tokenizer),
         n_embd=32,

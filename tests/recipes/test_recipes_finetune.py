@@ -58,7 +58,7 @@ def causal_dir(tmp_path_factory, tokenizer) -> Path:
     """A tiny Llama (hidden 32, 2 layers) and its tokenizer, saved as a checkpoint folder."""
     folder = tmp_path_factory.mktemp("tiny-llama")
     torch.manual_seed(0)
-    model = build_model("clm", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                                          max_position_embeddings=512))  # fmt: skip
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -178,7 +178,7 @@ def test_lora_recipe_saves_only_an_adapter_that_peft_reloads_exactly(causal_dir,
         assert not torch.allclose(reloaded(input_ids=ids).logits, base_logits)
     _card_matches_metrics(out)
     card = ModelCard.load(out / "README.md").data
-    assert card.library_name == "peft" and {"lora", "hf_lmobj", "clm"} <= set(card.tags)  # PEFT's metadata kept
+    assert card.library_name == "peft" and {"lora", "hf_lmobj", "causal"} <= set(card.tags)  # PEFT's metadata kept
     assert card.base_model is None  # a local folder: named in the text, not as a Hub base_model
     assert metrics["eval_perplexity"] == pytest.approx(math.exp(_token_mean_nll(trainer)), rel=1e-5)
 
@@ -211,7 +211,7 @@ PACKAGES = "asyncio,email,logging,unittest"
 @pytest.fixture(scope="module")
 def encoder_dir(tmp_path_factory) -> Path:
     """A tiny BERT (hidden 64, 2 layers) pre-trained for 600 steps by the mlm recipe on 300 stdlib files."""
-    out = tmp_path_factory.mktemp("mlm")
+    out = tmp_path_factory.mktemp("masked")
     _recipe("pretrain").main([
         "--config", str(RECIPES / "configs/masked/bert_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
         "--max_length", "64",

@@ -1,0 +1,67 @@
+"""The state of one pre-training run: its argument groups (one per config section) and what each phase builds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainingArguments
+
+from .auxiliary_pretraining import AuxiliaryArguments
+from .cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
+from .fim_pretraining import FimArguments
+from .models import ModelArguments
+from .optimizers import OptimizerArguments
+from .phase_timer import PhaseTimer
+from .pretrain_report import ReportArguments
+from .pretraining import DataArguments, ObjectiveData
+from .resume import ResumeArguments, ResumePlan
+from .time_budget import StepBudget
+
+__all__ = ["ARGUMENT_CLASSES", "PretrainArguments", "Run"]
+
+#: The argument dataclasses of ``recipes/pretrain.py``, in :class:`PretrainArguments` order.
+ARGUMENT_CLASSES = (
+    DataArguments,
+    ModelArguments,
+    AuxiliaryArguments,
+    FimArguments,
+    ReportArguments,
+    RuntimeArguments,
+    OptimizerArguments,
+    ResumeArguments,
+    TrainingArguments,
+)
+
+
+@dataclass
+class PretrainArguments:
+    """The parsed argument groups, one per config section (in :data:`ARGUMENT_CLASSES` order)."""
+
+    data: DataArguments
+    model: ModelArguments
+    auxiliary: AuxiliaryArguments
+    fim: FimArguments
+    report: ReportArguments
+    runtime: RuntimeArguments
+    optimizer: OptimizerArguments
+    resume: ResumeArguments
+    training: TrainingArguments
+
+
+@dataclass
+class Run:
+    """What setup builds and the later phases (train, evaluate, report) read."""
+
+    args: PretrainArguments
+    timer: PhaseTimer
+    resume: ResumePlan
+    threads: AdaptiveThreadsCallback | None  # None when torch's threads are fixed
+    tokenizer: Any = None
+    data: ObjectiveData | None = None
+    validation: Any = None  # the validation text split
+    cases: Any = None  # the infilling cases, drawn before training
+    trainer: Any = None
+    budget: StepBudget | None = None
+    train_metrics: dict[str, Any] = field(default_factory=dict)
+    sample: str | None = None  # the report's sampled continuation
