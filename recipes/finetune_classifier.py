@@ -49,20 +49,20 @@ from transformers import (
     set_seed,
 )
 
-from hf_lmobj.trainer.teardown import close_distributed
-from hf_lmobj.validation import check_flag, check_length, check_number
-
-from .support.after_training import nothing_lost, save_trained_model, write_metrics
-from .support.cards import write_model_card
-from .support.config_parsing import cpu_aware_argv, parse_args_with_config
-from .support.finetune_data import (
+from hf_lmobj.data.labelled_sets import (
     DEFAULT_PACKAGES,
     build_package_classification_dataset,
     build_replaced_token_dataset,
     tokenize_classification,
 )
+from hf_lmobj.trainer.teardown import close_distributed
+from hf_lmobj.validation import check_flag, check_length, check_number
+
+from .report.cards import write_model_card
+from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
+from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
+from .runtime.run_checks import check_training_arguments
 from .support.models import ModelArguments
-from .support.run_checks import check_training_arguments
 
 TASKS = ("package", "replaced_tokens")
 

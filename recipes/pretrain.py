@@ -32,29 +32,16 @@ import copy
 from transformers import AutoTokenizer, set_seed
 
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
+from hf_lmobj.data.prepare_fim import prepare_pretraining_data
+from hf_lmobj.data.prepare_stream import bounded_documents, prepare_pipeline_data, uses_pipeline
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
 
-from .support.after_training import nothing_lost, save_trained_model
-from .support.auxiliary_pretraining import (
-    build_pretraining_model,
-    token_predictor,
-)
-from .support.config_parsing import cpu_aware_argv, parse_args_with_config
-from .support.cpu_threads import thread_control
-from .support.fim_pretraining import (
-    infilling_cases,
-    prepare_pretraining_data,
-    validation_infilling,
-)
-from .support.optimizers import optimizer_cls_and_kwargs
-from .support.phase_timer import PhaseTimer
-from .support.pipeline_data import bounded_documents, prepare_pipeline_data, uses_pipeline
-from .support.pretrain_checks import check_built_model, check_pretrain_arguments
-from .support.pretrain_report import (
+from .report.infilling import infilling_cases, validation_infilling
+from .report.pretrain_report import (
     ReportArguments,
     baseline_bits_per_byte,
     baseline_key,
@@ -62,8 +49,15 @@ from .support.pretrain_report import (
     score_validation_texts,
     write_and_report,
 )
-from .support.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
-from .support.resume import begin_new_run, load_checkpoint_weights, plan_resume, step_budget
+from .runtime.after_training import nothing_lost, save_trained_model
+from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
+from .runtime.cpu_threads import thread_control
+from .runtime.optimizers import optimizer_cls_and_kwargs
+from .runtime.phase_timer import PhaseTimer
+from .runtime.pretrain_checks import check_built_model, check_pretrain_arguments
+from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
+from .runtime.resume import begin_new_run, load_checkpoint_weights, plan_resume, step_budget
+from .support.auxiliary_pretraining import build_pretraining_model, token_predictor
 
 __all__ = ["ARGUMENT_CLASSES", "ReportArguments", "main", "baseline_key"]
 
@@ -72,10 +66,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     run = setup(parse_arguments(argv))
     train(run)
     metrics: dict[str, float] = {}
-    output_dir, main_process = run.args.training.output_dir, run.trainer.is_world_process_zero()
-    with nothing_lost(output_dir, metrics, main_process, run.timer, "the model and tokenizer"):
+    main_process = run.trainer.is_world_process_zero()
+    with nothing_lost(run.args.training.output_dir, metrics, main_process, run.timer, "the model and tokenizer"):
         evaluate(run, metrics)  # collective: every rank (FSDP2 / ZeRO-3 run the sharded model together)
-        if main_process:
+        if run.trainer.is_world_process_zero():  # files and lines: the main process only
             report(run, metrics)
     close_distributed(run.trainer)  # last: no collective after it
     return metrics

@@ -36,8 +36,8 @@ from hf_lmobj.metrics import load as load_metric
 from hf_lmobj.metrics.scoring import score_texts
 from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 
-from .support.cards import write_model_card
-from .support.config_parsing import parse_args_with_config
+from .report.cards import write_model_card
+from .runtime.config_parsing import parse_args_with_config
 
 __all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "main"]
 

@@ -34,7 +34,7 @@ from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.token_store_writer import tokenize_to_token_store
 from hf_lmobj.validation import check_flag, check_length, check_name
 
-from .support.config_parsing import parse_args_with_config
+from .runtime.config_parsing import parse_args_with_config
 
 __all__ = ["TokenizeArguments", "main"]
 

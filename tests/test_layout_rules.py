@@ -88,7 +88,7 @@ def test_no_recipe_module_imports_through_the_remapped_package_name(path):
 def test_the_rule_catches_an_import_through_the_remapped_name():
     source = (
         "from hf_lmobj.recipes.support.models import ModelArguments\n"  # caught
-        "import hf_lmobj.recipes.support.cards\n"  # caught
+        "import hf_lmobj.recipes.report.cards\n"  # caught
         "from hf_lmobj import recipes, collators\n"  # the package imported by name: caught
         "from hf_lmobj.recipes import pretrain\n"  # caught
         "from .support.models import ModelArguments\n"  # relative: allowed
@@ -98,7 +98,7 @@ def test_the_rule_catches_an_import_through_the_remapped_name():
     found = _remapped_recipe_imports(source)
     assert found == [
         (1, "hf_lmobj.recipes.support.models"),
-        (2, "hf_lmobj.recipes.support.cards"),
+        (2, "hf_lmobj.recipes.report.cards"),
         (3, "hf_lmobj.recipes"),
         (4, "hf_lmobj.recipes"),
     ]

@@ -21,6 +21,7 @@ import torch
 from hf_lmobj.validation._common import BOOLS, is_bool
 
 __all__ = [
+    "SEED_LIMIT",
     "check_count",
     "check_counts",
     "check_nll_sums",
@@ -33,6 +34,9 @@ __all__ = [
     "check_has_targets",
     "check_return_tensors",
 ]
+
+#: Seeds are ints in [0, SEED_LIMIT): numpy's range (``transformers.set_seed`` seeds numpy too).
+SEED_LIMIT = 2**32
 
 
 # --------------------------------------------------------------------------------------- counts

@@ -1,6 +1,4 @@
-"""What the recipes share: data preparation, tiny models, argument parsing, cards, reports.
+"""The models the recipes build: small stock architectures per objective and the auxiliary-objective wrappers.
 
-Not part of the core library: the core (``hf_lmobj`` minus ``hf_lmobj.recipes``) never imports it.
+Recipe code, not library code: the core (``hf_lmobj`` minus ``hf_lmobj.recipes``) never imports it.
 """
-
-__all__ = []

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from transformers import AutoModelForCausalLM, ElectraForPreTraining, TrainingArguments
 
+from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
 from hf_lmobj.objectives import get_objective
+from hf_lmobj.recipes.runtime.config_parsing import load_yaml_config, parse_args_with_config
 from hf_lmobj.recipes.support.auxiliary_pretraining import (
     AUXILIARY_BASE_OBJECTIVE,
     AuxiliaryArguments,
     build_pretraining_model,
     token_predictor,
 )
-from hf_lmobj.recipes.support.config_parsing import load_yaml_config, parse_args_with_config
 from hf_lmobj.recipes.support.models import ModelArguments
-from hf_lmobj.recipes.support.pretraining import DataArguments, prepare_objective_data
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from tests.testing_utils import CONFIGS, ROOT, load_recipe
 

@@ -11,11 +11,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.collators.fim_format import fim_mode, fim_token_ids, undo_fim
+from hf_lmobj.data.prepare import DataArguments
+from hf_lmobj.data.prepare_fim import FimArguments, prepare_fim_data
 from hf_lmobj.generation.fim_prompting import fim_prompt_ids
-from hf_lmobj.recipes.support.cards import write_model_card
-from hf_lmobj.recipes.support.fim_pretraining import FimArguments, infilling_metrics, prepare_fim_data
+from hf_lmobj.recipes.report.cards import write_model_card
+from hf_lmobj.recipes.report.infilling import infilling_metrics
 from hf_lmobj.recipes.support.models import ModelArguments, build_model
-from hf_lmobj.recipes.support.pretraining import DataArguments
 
 
 def test_pieces_keep_every_token_and_character(tokenizer, corpus):
@@ -134,7 +135,7 @@ def test_fim_card_section_and_its_snippet_run_against_a_saved_model(tmp_path, to
 
 
 def test_report_prints_left_to_right_and_infilling_beside_the_plain_run(tmp_path, capsys):
-    from hf_lmobj.recipes.support.fim_pretraining import print_fim_comparison
+    from hf_lmobj.recipes.report.infilling import print_fim_comparison
 
     metrics = {"validation_bits_per_byte": 2.06, "validation_infill_samples": 200,
                "validation_infill_psm_exact_match": 0.3, "validation_infill_spm_exact_match": 0.25,

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from hf_lmobj.recipes.support import after_training, pretrain_report
-from hf_lmobj.recipes.support.after_training import AfterTrainingError, nothing_lost, save_trained_model
-from hf_lmobj.recipes.support.phase_timer import PhaseTimer
+from hf_lmobj.recipes.report import pretrain_report
+from hf_lmobj.recipes.runtime import after_training
+from hf_lmobj.recipes.runtime.after_training import AfterTrainingError, nothing_lost, save_trained_model
+from hf_lmobj.recipes.runtime.phase_timer import PhaseTimer
 from tests.testing_utils import QUICK_PRETRAIN, REPO, load_recipe
 
 

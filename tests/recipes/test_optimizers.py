@@ -3,7 +3,7 @@
 import pytest
 from transformers import TrainingArguments
 
-from hf_lmobj.recipes.support.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
+from hf_lmobj.recipes.runtime.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
 from hf_lmobj.trainer.muon import MuonAdamWFactory
 
 

@@ -104,7 +104,7 @@ PRETRAIN_CASES = [
     ("causal/demo.yaml", ["--model_type", "mamba"], ValueError, r"model_type must be one of"),
     ("masked/bert_tiny.yaml", ["--model_type", "gpt2"], ValueError, r"does not fit objective 'masked'"),
     ("masked/bert_tiny.yaml", ["--max_length", "65", "--max_position_embeddings", "66"], ValueError,
-     r"mlm rows are padded to 72"),
+     r"masked rows are padded to 72"),
     ("span/t5_tiny.yaml", ["--model_type", "llama"], ValueError, r"does not fit objective 'span'"),
     ("causal/demo.yaml", ["--attn_implementation", ""], ValueError, r"attn_implementation must be a non-empty"),
     # auxiliary objectives
@@ -300,14 +300,14 @@ def _built(objective: str, tokenizer, aux=None, **sizes):
         ("causal", None, {"model_type": "gpt2", "max_position_embeddings": 32}, 64, "max_length 64 needs 64 positions"),
         ("causal", None, {"model_type": "llama", "max_position_embeddings": 32}, 33, "max_length 33 needs 33"),
         ("causal", "mtp", {"max_position_embeddings": 32}, 40, "the built LlamaForCausalLM"),
-        ("masked", None, {"model_type": "roberta", "max_position_embeddings": 32}, 33, "mlm rows are padded to 40"),
+        ("masked", None, {"model_type": "roberta", "max_position_embeddings": 32}, 33, "masked rows are padded to 40"),
         ("masked", "electra", {"max_position_embeddings": 32}, 48, "max_length 48 needs 48 positions"),
     ],
 )
 def test_check_built_model_reads_the_models_own_positions(tok, objective, aux, sizes, max_length, words):
-    from hf_lmobj.recipes.support.pretrain_checks import check_built_model
-    from hf_lmobj.recipes.support.pretrain_report import ReportArguments
-    from hf_lmobj.recipes.support.pretraining import DataArguments
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.recipes.report.pretrain_report import ReportArguments
+    from hf_lmobj.recipes.runtime.pretrain_checks import check_built_model
 
     model, model_args = _built(objective, tok, aux, **sizes)
     data_args = DataArguments(objective=objective, max_length=max_length)
@@ -316,9 +316,9 @@ def test_check_built_model_reads_the_models_own_positions(tok, objective, aux, s
 
 
 def test_check_built_model_counts_the_sample_prompt_and_needs_something_to_continue(tok):
-    from hf_lmobj.recipes.support.pretrain_checks import check_built_model
-    from hf_lmobj.recipes.support.pretrain_report import ReportArguments
-    from hf_lmobj.recipes.support.pretraining import DataArguments
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.recipes.report.pretrain_report import ReportArguments
+    from hf_lmobj.recipes.runtime.pretrain_checks import check_built_model
 
     model, model_args = _built("causal", tok, None, model_type="gpt2", max_position_embeddings=32)
     data_args = DataArguments(max_length=32)

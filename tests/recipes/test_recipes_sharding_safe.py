@@ -16,7 +16,7 @@ import torch
 from tests.testing_utils import QUICK, ROOT, load_recipe
 
 RECIPES = sorted((ROOT / "recipes").glob("*.py"))
-SUPPORT = sorted((ROOT / "recipes" / "support").glob("*.py"))
+SUPPORT = sorted((ROOT / "recipes").glob("*/*.py"))  # support/, runtime/, report/: what the recipes call
 #: Calls that every rank must make together when the model is sharded.
 COLLECTIVES = {
     "save_model",

@@ -13,13 +13,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from hf_lmobj.recipes.support import time_budget
-from hf_lmobj.recipes.support.resume import (
-    RUN_DECISIONS_NAME,
-    ResumeArguments,
-    load_checkpoint_weights,
-    plan_resume,
-)
+from hf_lmobj.recipes.runtime import time_budget
+from hf_lmobj.recipes.runtime.resume import RUN_DECISIONS_NAME, ResumeArguments, load_checkpoint_weights, plan_resume
 from hf_lmobj.trainer.checkpoints import COMPLETE_NAME, write_complete_marker
 from tests.testing_utils import QUICK, ROOT, load_recipe
 

@@ -5,8 +5,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
-from hf_lmobj.recipes.support.time_budget import (
+from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
+from hf_lmobj.recipes.runtime.time_budget import (
     StepBudget,
     fit_max_steps_to_budget,
     steps_within,

@@ -24,18 +24,18 @@ from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perp
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.validation import check_length, check_number
 
-from .after_training import write_metrics
-from .auxiliary_pretraining import auxiliary_hyperparameters
+from ..runtime.after_training import write_metrics
+from ..runtime.phase_timer import PhaseTimer
+from ..runtime.run_checks import SEED_LIMIT
+from ..support.auxiliary_pretraining import auxiliary_hyperparameters
+from ..support.models import check_positions
 from .cards import write_model_card
 from .compression import compression_bits_per_byte
-from .fim_pretraining import print_fim_comparison
-from .models import check_positions
+from .infilling import print_fim_comparison
 from .ngram import KneserNeyLM
-from .phase_timer import PhaseTimer
-from .run_checks import SEED_LIMIT
 
 if TYPE_CHECKING:
-    from .pretrain_run import Run
+    from ..runtime.pretrain_run import Run
 
 __all__ = [
     "NGRAM_MAX_ORDER",
@@ -233,7 +233,7 @@ def sample_continuation(model, tokenizer, report_args: ReportArguments) -> str:
 
 def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> None:
     """Write ``metrics.json`` and the model card into ``output_dir``, then print the report (the model and
-    the tokenizer are there already: :func:`~hf_lmobj.recipes.support.after_training.save_trained_model`)."""
+    the tokenizer are there already: :func:`~hf_lmobj.recipes.runtime.after_training.save_trained_model`)."""
     output = Path(run.trainer.args.output_dir)
     write_metrics(output, metrics)
     _write_card(run, metrics, output)

@@ -1,6 +1,6 @@
-"""The fill-in-the-middle side of pre-training: FIM'd, packed datasets for the causal recipe, and its infilling report.
+"""The fill-in-the-middle side of pre-training data: FIM'd, packed datasets for the causal objective.
 
-``recipes/pretrain.py`` parses :class:`FimArguments` and trains a causal LM with FIM when
+The pre-training recipe parses :class:`FimArguments` and trains a causal LM with FIM when
 ``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/causal/fim_demo.yaml``).
 Three steps, per split:
 
@@ -17,12 +17,7 @@ Three steps, per split:
 3. :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` packs them into full rows, which the
    plain :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` batches (documents isolated).
 
-After training, :func:`infilling_metrics` (:func:`validation_infilling` in the recipe) runs the
-single-line infilling evaluation (:mod:`hf_lmobj.metrics.infilling`) on the validation files: PSM, SPM
-and prefix-only for a FIM model, prefix-only (all a plain model can do) otherwise; by default on
-200 cases for a FIM run and none for a plain one (``--infill_cases 200`` asks a plain run for its
-prefix-only figures). :func:`print_fim_comparison` prints the run beside a plain run's
-``metrics.json`` (``fim_baseline_metrics``).
+The infilling report of such a run (the ``infill_*`` fields) is the recipes' (``recipes/report/infilling.py``).
 
 Example:
     >>> FimArguments(fim_rate=0.5).infill_cases  # a FIM run evaluates infilling by default
@@ -34,10 +29,9 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -47,13 +41,9 @@ from hf_lmobj.collators.dataset_packing import pack_dataset
 from hf_lmobj.collators.document_pieces import document_pieces
 from hf_lmobj.collators.fim import fim_dataset
 from hf_lmobj.collators.fim_transform import FIM_LEVELS, check_rate
-from hf_lmobj.metrics.infilling import InfillingCase, evaluate_infilling, single_line_cases
-from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
+from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
 from hf_lmobj.objectives import get_objective
-from hf_lmobj.validation import check_name
-
-from .pretraining import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
-from .run_checks import SEED_LIMIT
+from hf_lmobj.validation import SEED_LIMIT, check_name
 
 __all__ = [
     "DEFAULT_INFILL_CASES",
@@ -61,12 +51,8 @@ __all__ = [
     "INFILL_MIN_PROMPT_TOKENS",
     "FimArguments",
     "check_fim_fits",
-    "infilling_cases",
     "prepare_fim_data",
     "prepare_pretraining_data",
-    "validation_infilling",
-    "infilling_metrics",
-    "print_fim_comparison",
 ]
 
 DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
@@ -171,15 +157,6 @@ def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> N
         )
 
 
-def infilling_cases(split: datasets.Dataset, text_column: str, fim_args: FimArguments) -> list[InfillingCase]:
-    """The validation split's single-line infilling cases (none when ``infill_cases`` is 0), drawn before
-    training so that a split without a function body to hide fails in seconds, not after the run."""
-    if fim_args.infill_cases == 0:
-        return []
-    names = split["path"] if "path" in split.column_names else None
-    return single_line_cases(split[text_column], fim_args.infill_cases, fim_args.infill_seed, names=names)
-
-
 def _pieces_dataset(split: datasets.Dataset, tokenizer, text_column: str, max_tokens: int) -> datasets.Dataset:
     return split.map(
         lambda batch: document_pieces(batch[text_column], tokenizer, max_tokens),
@@ -248,81 +225,7 @@ def prepare_pretraining_data(
     seed: int = 0,
 ) -> ObjectiveData:
     """The pre-training recipe's data: :func:`prepare_fim_data` when ``fim_args.fim_rate > 0``, else the
-    objective's own (:func:`~hf_lmobj.recipes.support.pretraining.prepare_objective_data`)."""
+    objective's own (:func:`~hf_lmobj.data.prepare.prepare_objective_data`)."""
     if fim_args.fim_rate > 0:
         return prepare_fim_data(tokenizer, splits, data_args, fim_args, model, seed)
     return prepare_objective_data(objective, tokenizer, splits, data_args, model, seed)
-
-
-def validation_infilling(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    split: datasets.Dataset,
-    text_column: str,
-    fim_args: FimArguments,
-    max_length: int,
-    cases: Sequence[InfillingCase] | None = None,
-) -> dict[str, float]:
-    """:func:`infilling_metrics` on a validation split (cases named by its ``path`` column when it has one);
-    ``cases``: those :func:`infilling_cases` drew from it already."""
-    cases = infilling_cases(split, text_column, fim_args) if cases is None else cases
-    return infilling_metrics(model, tokenizer, [], fim_args, max_length, cases=cases)
-
-
-def infilling_metrics(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    texts: Sequence[str],
-    fim_args: FimArguments,
-    max_length: int,
-    names: Sequence[str] | None = None,
-    cases: Sequence[InfillingCase] | None = None,
-) -> dict[str, float]:
-    """Single-line infilling on ``texts`` (the validation files): ``validation_infill_<mode>_*`` metrics.
-
-    Modes: ``psm``, ``spm`` and ``prefix_only`` for a FIM model (``fim_rate > 0``), ``prefix_only``
-    for a plain one. Empty when ``infill_cases`` is 0. ``cases``, when given, are used instead of
-    drawing them from ``texts``.
-    """
-    if fim_args.infill_cases == 0:
-        return {}
-    if cases is None:
-        cases = single_line_cases(texts, fim_args.infill_cases, fim_args.infill_seed, names=names)
-    modes = ("psm", "spm", "prefix_only") if fim_args.fim_rate > 0 else ("prefix_only",)
-    metrics: dict[str, float] = {"validation_infill_samples": len(cases)}
-    for mode in modes:
-        result = evaluate_infilling(model, tokenizer, cases, mode, max_length, fim_args.infill_max_new_tokens)
-        metrics[f"validation_infill_{mode}_exact_match"] = result.exact_match
-        metrics[f"validation_infill_{mode}_edit_similarity"] = result.edit_similarity
-        metrics[f"validation_infill_{mode}_middle_bits_per_byte"] = result.middle_bits_per_byte
-    return metrics
-
-
-def print_fim_comparison(metrics: dict[str, Any], baseline_path: str | None) -> None:
-    """Print this run's left-to-right bits per byte and infilling figures and, when ``baseline_path``
-    exists, the table beside that run. Prints nothing for a run without infilling metrics."""
-    keys = sorted(k for k in metrics if k.startswith("validation_infill_") and k.endswith("_exact_match"))
-    if not keys:
-        return
-    modes = [k.removeprefix("validation_infill_").removesuffix("_exact_match") for k in keys]
-    print("  left to right and in the middle (validation files):")
-    if "validation_bits_per_byte" in metrics:
-        print(f"    left-to-right bits per byte {metrics['validation_bits_per_byte']:.3f}")
-    print(f"    single-line infilling ({int(metrics['validation_infill_samples'])} cases), by prompt:")
-    for metric in ("exact_match", "edit_similarity", "middle_bits_per_byte"):
-        shown = ", ".join(f"{mode} {metrics[f'validation_infill_{mode}_{metric}']:.3f}" for mode in modes
-                          if f"validation_infill_{mode}_{metric}" in metrics)  # fmt: skip
-        print(f"      {metric.replace('_', ' '):22s} {shown}")
-    if not baseline_path:
-        return
-    path = Path(baseline_path)
-    if not path.is_file():
-        print(f"  (no plain-CLM metrics at {path}: run causal/demo.yaml with --infill_cases {DEFAULT_INFILL_CASES} "
-              "first to print the two side by side)")  # fmt: skip
-        return
-    baseline = json.loads(path.read_text())
-    print(f"  beside the plain run {path}:")
-    for line in comparison_lines(metrics, baseline):
-        print(f"    {line}")
-    if best_infill(baseline) is None:
-        print(f"    (that run has no infilling metrics: train it with --infill_cases {DEFAULT_INFILL_CASES})")

@@ -21,12 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hf_lmobj.validation import check_length, check_number
+from hf_lmobj.validation import SEED_LIMIT, check_length, check_number
 
 __all__ = ["SEED_LIMIT", "check_training_arguments", "check_output_dir"]
-
-#: Seeds are ints in [0, SEED_LIMIT): numpy's range (``transformers.set_seed`` seeds numpy too).
-SEED_LIMIT = 2**32
 
 
 def check_training_arguments(args: Any, needs_max_steps: str | None = None) -> None:

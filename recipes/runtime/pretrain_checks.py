@@ -12,9 +12,9 @@ the sample prompt against the tokenizer.
 Example:
     >>> from transformers import TrainingArguments
     >>> from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments
-    >>> from hf_lmobj.recipes.support.cpu_threads import RuntimeArguments
-    >>> from hf_lmobj.recipes.support.fim_pretraining import FimArguments
-    >>> from hf_lmobj.recipes.support.pretrain_report import ReportArguments
+    >>> from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
+    >>> from hf_lmobj.data.prepare_fim import FimArguments
+    >>> from hf_lmobj.recipes.report.pretrain_report import ReportArguments
     >>> train = TrainingArguments(output_dir="out/x", max_steps=2, report_to="none", use_cpu=True)
     >>> check_pretrain_arguments(DataArguments(max_length=128), ModelArguments(model_type="gpt2",
     ...     max_position_embeddings=32), AuxiliaryArguments(), FimArguments(), ReportArguments(),
@@ -31,12 +31,14 @@ from typing import Any
 from torch import nn
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
+from hf_lmobj.data.prepare import DataArguments, row_positions
+from hf_lmobj.data.prepare_fim import FimArguments, check_fim_fits
+from hf_lmobj.data.prepare_stream import uses_pipeline
 from hf_lmobj.objectives import get_objective
 
-from .auxiliary_pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
-from .cpu_threads import RuntimeArguments
-from .fim_pretraining import FimArguments, check_fim_fits
-from .models import (
+from ..report.pretrain_report import ReportArguments, check_report_fits
+from ..support.auxiliary_pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
+from ..support.models import (
     ModelArguments,
     check_positions,
     model_position_limit,
@@ -44,9 +46,7 @@ from .models import (
     resolve_model_type,
     rotary_positions,
 )
-from .pipeline_data import uses_pipeline
-from .pretrain_report import ReportArguments, check_report_fits
-from .pretraining import DataArguments, row_positions
+from .cpu_threads import RuntimeArguments
 from .run_checks import check_training_arguments
 
 __all__ = ["check_pretrain_arguments", "configured_positions", "check_built_model"]

@@ -52,7 +52,7 @@ class StepBudget:
     """What a budget decided: the measured seconds per step and the steps kept out of ``requested``.
 
     ``seconds_per_step`` is None when nothing was timed: a resumed run keeps the steps its first
-    start chose (``recipes/support/resume.py``), so its schedule is the one the checkpoint was trained on.
+    start chose (``recipes/runtime/resume.py``), so its schedule is the one the checkpoint was trained on.
     """
 
     minutes: float

@@ -68,7 +68,7 @@ def nothing_lost(
 ) -> Iterator[dict[str, Any]]:
     """Run the steps after training; if one fails, write ``metrics`` (what they computed so far) and raise
     :class:`AfterTrainingError` naming ``output_dir``, the failed phase (``timer.failed_phase`` of a
-    :class:`~hf_lmobj.recipes.support.phase_timer.PhaseTimer`) and the cause.
+    :class:`~hf_lmobj.recipes.runtime.phase_timer.PhaseTimer`) and the cause.
 
     ``metrics`` is the dict the steps fill in place; ``saved`` adds what else :func:`save_trained_model`
     wrote (" with its tokenizer"). Only the main process (``main_process``) writes the file.

@@ -7,14 +7,15 @@ from typing import Any
 
 from transformers import TrainingArguments
 
-from .auxiliary_pretraining import AuxiliaryArguments
+from hf_lmobj.data.prepare import DataArguments, ObjectiveData
+from hf_lmobj.data.prepare_fim import FimArguments
+
+from ..report.pretrain_report import ReportArguments
+from ..support.auxiliary_pretraining import AuxiliaryArguments
+from ..support.models import ModelArguments
 from .cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
-from .fim_pretraining import FimArguments
-from .models import ModelArguments
 from .optimizers import OptimizerArguments
 from .phase_timer import PhaseTimer
-from .pretrain_report import ReportArguments
-from .pretraining import DataArguments, ObjectiveData
 from .resume import ResumeArguments, ResumePlan
 from .time_budget import StepBudget
 
