@@ -173,9 +173,9 @@ def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple = (6,
         cpu = time.process_time() - cpu
         model = token_predictor(trainer.model).eval()
         report = plain.report_args  # both arms scored with the same windows
-        window = report.eval_max_length or plain.data_args.max_length
-        scores = score_texts(model, arm.tokenizer, texts, max_length=window, stride=report.eval_stride or window // 2,
-                             batch_size=report.eval_batch_size, progress=False)  # fmt: skip
+        window = report.score_max_length or plain.data_args.max_length
+        scores = score_texts(model, arm.tokenizer, texts, max_length=window, stride=report.score_stride or window // 2,
+                             batch_size=report.score_batch_size, progress=False)  # fmt: skip
         bpb = bits_per_byte_from_sums([s.nll for s in scores], [s.num_bytes for s in scores])
         rows.append({"arm": name, "steps": n, "train_seconds": runtime, "train_cpu_seconds": cpu, "validation_bits_per_byte": bpb,
                      "train_loss_last": _last_loss(trainer)})  # fmt: skip

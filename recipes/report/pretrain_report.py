@@ -60,14 +60,20 @@ class ReportArguments:
 
     #: The YAML config section of these fields (config_parsing): ``report: {...}``.
     SECTION: ClassVar[str] = "report"
+    #: Names of the first release (``eval_`` now means ``Trainer.evaluate`` only): they still work, with a warning.
+    RENAMED_FIELDS: ClassVar[dict[str, str]] = {
+        "eval_batch_size": "score_batch_size",
+        "eval_max_length": "score_max_length",
+        "eval_stride": "score_stride",
+    }
 
-    eval_batch_size: int = field(
+    score_batch_size: int = field(
         default=16, metadata={"help": "Windows per forward pass when scoring the validation text."}
     )
-    eval_max_length: int | None = field(
+    score_max_length: int | None = field(
         default=None, metadata={"help": "Window length when scoring; None = max_length."}
     )
-    eval_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = window // 2."})
+    score_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = window // 2."})
     ngram_orders: list[int] = field(
         default_factory=lambda: [3, 4, 5],
         metadata={
@@ -80,23 +86,23 @@ class ReportArguments:
     sample_seed: int = field(default=0, metadata={"help": "Seed of the sampled continuation."})
 
     def __post_init__(self) -> None:
-        self.eval_batch_size = check_length(self.eval_batch_size, "eval_batch_size", 1, "windows per forward pass")
-        self.eval_max_length = check_length(
-            self.eval_max_length,
-            "eval_max_length",
+        self.score_batch_size = check_length(self.score_batch_size, "score_batch_size", 1, "windows per forward pass")
+        self.score_max_length = check_length(
+            self.score_max_length,
+            "score_max_length",
             2,
             "a token and the one it predicts; None = max_length",
             optional=True,
         )
-        self.eval_stride = check_length(self.eval_stride, "eval_stride", 1, "None = window // 2", optional=True)
+        self.score_stride = check_length(self.score_stride, "score_stride", 1, "None = window // 2", optional=True)
         if (
-            self.eval_stride is not None
-            and self.eval_max_length is not None
-            and self.eval_stride > self.eval_max_length
+            self.score_stride is not None
+            and self.score_max_length is not None
+            and self.score_stride > self.score_max_length
         ):
             raise ValueError(
-                f"eval_stride {self.eval_stride} must be <= eval_max_length {self.eval_max_length} "
-                "(new tokens scored per window); lower eval_stride"
+                f"score_stride {self.score_stride} must be <= score_max_length {self.score_max_length} "
+                "(new tokens scored per window); lower score_stride"
             )
         self.ngram_orders = check_ngram_orders(self.ngram_orders)
         if not isinstance(self.sample_prompt, str):
@@ -149,20 +155,20 @@ def check_report_fits(report_args: ReportArguments, max_length: int, limit: int 
     """The scoring windows and the sampled continuation against the rows (``max_length``) and the model's
     ``limit`` positions (None: no limit), before anything is trained.
 
-    The scoring window (``eval_max_length``, else ``max_length``) must fit the model and hold the
+    The scoring window (``score_max_length``, else ``max_length``) must fit the model and hold the
     stride. The sample (``prompt_tokens`` + ``sample_max_new_tokens``) must fit a position table
     (GPT-2: past it the embedding lookup fails); rotary positions (Llama) have no table to overrun,
     so a sample may run past ``limit`` there.
     """
-    window = report_args.eval_max_length or max_length
-    stride = report_args.eval_stride
+    window = report_args.score_max_length or max_length
+    stride = report_args.score_stride
     if stride is not None and stride > window:
         raise ValueError(
-            f"eval_stride {stride} must be <= the scoring window {window} (eval_max_length, else max_length): "
-            "it counts the new tokens scored per window; lower eval_stride"
+            f"score_stride {stride} must be <= the scoring window {window} (score_max_length, else max_length): "
+            "it counts the new tokens scored per window; lower score_stride"
         )
-    check_positions(window, limit, f"the scoring window (eval_max_length, else max_length) {window}",
-                    "lower eval_max_length (or max_length), or raise max_position_embeddings")  # fmt: skip
+    check_positions(window, limit, f"the scoring window (score_max_length, else max_length) {window}",
+                    "lower score_max_length (or max_length), or raise max_position_embeddings")  # fmt: skip
     if not rotary:
         needed = prompt_tokens + report_args.sample_max_new_tokens
         check_positions(needed, limit, f"the sample ({prompt_tokens} prompt tokens + sample_max_new_tokens "
@@ -176,15 +182,15 @@ def baseline_key(name: str) -> str:
 
 def score_validation_texts(model, tokenizer, texts, data_args, report_args, progress: bool) -> dict[str, float]:
     """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows, a tqdm bar)."""
-    window = report_args.eval_max_length or data_args.max_length
-    stride = report_args.eval_stride or max(window // 2, 1)
+    window = report_args.score_max_length or data_args.max_length
+    stride = report_args.score_stride or max(window // 2, 1)
     scores = score_texts(
         model,
         tokenizer,
         texts,
         max_length=window,
         stride=stride,
-        batch_size=report_args.eval_batch_size,
+        batch_size=report_args.score_batch_size,
         progress=progress,
     )
     nll, tokens, num_bytes = ([getattr(s, name) for s in scores] for name in ("nll", "num_tokens", "num_bytes"))

@@ -92,7 +92,7 @@ TRAINING_SECTION = "training"
 BASE_KEY = "base"
 
 #: Deprecations a recipe's user must see (a renamed config or objective name), shown unless -W options say otherwise.
-USER_DEPRECATIONS = r"--config .* is now |objective '.*' is deprecated"
+USER_DEPRECATIONS = r"--\S+.* is now |objective '.*' is deprecated"
 
 
 def _configs_root() -> Path:
@@ -191,22 +191,40 @@ def load_yaml_config(path: str | Path, dataclass_types: Sequence[type] = ()) -> 
             a section that is not one of its fields (the message lists them), a missing base, a cycle of
             bases, or a file that is not YAML.
     """
-    return _load(path, config_sections(dataclass_types), ())
+    return _load(path, _Schema(config_sections(dataclass_types), renamed_fields(dataclass_types)), ())
 
 
-def _load(name: str | Path, sections: dict[str, type], chain: tuple[Path, ...], beside: Path | None = None) -> dict:
+def renamed_fields(dataclass_types: Sequence[type]) -> dict[str, str]:
+    """Old field name -> its new name, from each class's ``RENAMED_FIELDS``: the old name still works, with a
+    DeprecationWarning, for one release (in a config file and on the command line)."""
+    return {old: new for cls in dataclass_types for old, new in getattr(cls, "RENAMED_FIELDS", {}).items()}
+
+
+def _warn_renamed(old: str, new: str, where: str) -> None:
+    warnings.warn(
+        f"{where}{old} is now {new} (the old name goes in the next release)", DeprecationWarning, stacklevel=4
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schema:
+    sections: dict[str, type]
+    renames: dict[str, str]
+
+
+def _load(name: str | Path, schema: _Schema, chain: tuple[Path, ...], beside: Path | None = None) -> dict:
     path = _resolve_base(name, beside, chain[-1]) if beside is not None else resolve_config(name)
     if path.resolve() in chain:
         cycle = " -> ".join(str(p) for p in (*chain[chain.index(path.resolve()) :], path.resolve()))
         raise ValueError(f"--config {chain[0]}: its bases form a cycle: {cycle}")
     data = _read_mapping(path)
     base = data.pop(BASE_KEY, None)
-    own = _flatten(data, sections, path)
+    own = _flatten(data, schema, path)
     if base is None:
         return own
     if not isinstance(base, str) or not base:
         raise ValueError(f"--config {path}: base must be a config name or path, got {base!r}")
-    return {**_load(base, sections, (*chain, path.resolve()), beside=path.parent), **own}
+    return {**_load(base, schema, (*chain, path.resolve()), beside=path.parent), **own}
 
 
 def _resolve_base(name: str, folder: Path, including: Path) -> Path:
@@ -233,18 +251,23 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def _flatten(data: dict[str, Any], sections: dict[str, type], path: Path) -> dict[str, Any]:
+def _flatten(data: dict[str, Any], schema: _Schema, path: Path) -> dict[str, Any]:
     """One file's keys as field name -> value: each section's keys lifted out, under their field names."""
     flat: dict[str, Any] = {}
     given: dict[str, str] = {}  # field name -> how the file spelled it (``fim.rate``, ``max_steps``)
+    sections = schema.sections
     for key, value in data.items():
         if key in sections and isinstance(value, dict):
+            renamed = {inner: schema.renames.get(inner, inner) for inner in value}
             entries = [
-                (_section_field(key, sections[key], inner, path), f"{key}.{inner}", v) for inner, v in value.items()
+                (_section_field(key, sections[key], renamed[inner], path), f"{key}.{inner}", v)
+                for inner, v in value.items()
             ]
         else:
-            entries = [(key, key, value)]
+            entries = [(schema.renames.get(key, key), key, value)]
         for field_name, spelled, v in entries:
+            if spelled.rpartition(".")[2] in schema.renames:
+                _warn_renamed(spelled.rpartition(".")[2], field_name, f"--config {path}: ")
             if field_name in flat:
                 raise ValueError(
                     f"--config {path}: {field_name} is given twice ({given[field_name]} and {spelled}); keep one"
@@ -319,7 +342,20 @@ def parse_args_with_config(
     with warnings.catch_warnings():  # this call's scope only: a renamed name is the user's to see
         if not sys.warnoptions:
             warnings.filterwarnings("default", message=USER_DEPRECATIONS, category=DeprecationWarning)
-        return _parse(dataclass_types, args, description)
+        return _parse(dataclass_types, _renamed_flags(args, renamed_fields(dataclass_types)), description)
+
+
+def _renamed_flags(args: list[str], renames: dict[str, str]) -> list[str]:
+    """``--old value`` / ``--old=value`` as ``--new ...`` for each renamed field, with a DeprecationWarning."""
+    out = []
+    for arg in args:
+        flag, equals, value = arg.partition("=")
+        old = flag[2:] if flag.startswith("--") else None
+        if old in renames:
+            _warn_renamed(flag, f"--{renames[old]}", "")
+            arg = f"--{renames[old]}{equals}{value}"
+        out.append(arg)
+    return out
 
 
 def _parse(dataclass_types: Sequence[type], args: list[str], description: str | None) -> tuple[Any, ...]:

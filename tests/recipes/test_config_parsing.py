@@ -274,3 +274,28 @@ def test_values_from_a_base_are_type_checked_as_the_files_own(tmp_path):
     folder = _files(tmp_path, base="training: {max_steps: 2.5}\n", run="base: base.yaml\n")
     with pytest.raises(TypeError, match=r"max_steps: 2.5 \(a float\) is not an int"):
         _parse(folder / "run.yaml")
+
+
+@pytest.mark.parametrize(
+    "yaml_text, flags",
+    [
+        ("eval_stride: 3\n", []),  # flat, old name
+        ("report:\n  eval_stride: 3\n", []),  # in its section, old name
+        ("", ["--eval_stride", "3"]),  # on the command line
+        ("", ["--eval_stride=3"]),
+    ],
+)
+def test_renamed_fields_still_work_with_a_warning(tmp_path, yaml_text, flags):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text + "output_dir: out\n")
+    with pytest.warns(DeprecationWarning, match=r"eval_stride is now -*score_stride"):
+        groups = parse_args_with_config(PRETRAIN, ["--config", str(path), "--use_cpu", "true", *flags])
+    (report,) = [g for g in groups if hasattr(g, "score_stride")]
+    assert report.score_stride == 3
+
+
+def test_a_renamed_field_given_by_both_names_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("report:\n  eval_stride: 3\n  score_stride: 4\noutput_dir: out\n")
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="score_stride is given twice"):
+        parse_args_with_config(PRETRAIN, ["--config", str(path)])

@@ -49,7 +49,7 @@ REFUSED = [
     ("max_steps: '2.5'", ValueError, r"max_steps: '2.5' is not an int"),
     ("output_dir: 5", TypeError, r"output_dir: 5 \(an int\) is not a string or null; quote it \('5'\)"),
     ("objective: [clm]", TypeError, r"objective: \['clm'\] \(a list\) is not a string"),
-    ("eval_stride: .nan", TypeError, r"eval_stride: nan \(a float\) is not an int or null"),
+    ("score_stride: .nan", TypeError, r"score_stride: nan \(a float\) is not an int or null"),
     ("max_train_minutes: [7]", TypeError, r"max_train_minutes: \[7\] \(a list\) is not a float \(or an int\) or null"),
     ("sources: 5", TypeError, r"sources: 5 \(an int\)"),
     ("sources: [[1, 2]]", TypeError, r"sources: \[\[1, 2\]\] \(a list\)"),

@@ -58,8 +58,8 @@ def _refused(recipe, argv: list[str], out: Path, error: type, words: str) -> str
 PRETRAIN_CASES = [
     # the examples: each failed after training (or never) and now fails before any data
     ("causal/fim_demo.yaml", ["--max_length", "32"], ValueError, r"max_length 32 - infill_max_new_tokens 48 leaves -16"),
-    ("causal/demo.yaml", ["--eval_stride", "-4"], ValueError, r"eval_stride must be an int >= 1"),
-    ("causal/demo.yaml", ["--eval_batch_size", "0"], ValueError, r"eval_batch_size must be an int >= 1"),
+    ("causal/demo.yaml", ["--score_stride", "-4"], ValueError, r"score_stride must be an int >= 1"),
+    ("causal/demo.yaml", ["--score_batch_size", "0"], ValueError, r"score_batch_size must be an int >= 1"),
     ("causal/demo.yaml", ["--sample_top_p", "0"], ValueError, r"sample_top_p must be a finite number in \(0, 1\]"),
     ("causal/demo.yaml", ["--ngram_orders", "0"], ValueError, r"ngram_orders\[0\] must be an int >= 1"),
     ("causal/demo.yaml", ["--model_type", "gpt2", "--max_position_embeddings", "32", "--max_length", "128"],
@@ -137,14 +137,14 @@ PRETRAIN_CASES = [
     ("masked/bert_tiny.yaml", ["--infill_cases", "5"], ValueError, r"infill_cases 5: fill-in-the-middle"),
     ("causal/fim_demo.yaml", ["--fim_baseline_metrics", ""], ValueError, r"fim_baseline_metrics must be a non-empty"),
     # the report: scoring, n-grams, the sample
-    ("causal/demo.yaml", ["--eval_stride", "0"], ValueError, r"eval_stride must be an int >= 1"),
-    ("causal/demo.yaml", ["--eval_stride", "100"], ValueError, r"eval_stride 100 must be <= the scoring window 64"),
-    ("causal/demo.yaml", ["--eval_stride", "40", "--eval_max_length", "32"], ValueError,
-     r"eval_stride 40 must be <= eval_max_length 32"),
-    ("causal/demo.yaml", ["--eval_batch_size", "-1"], ValueError, r"eval_batch_size"),
-    ("causal/demo.yaml", ["--eval_max_length", "1"], ValueError, r"eval_max_length must be an int >= 2"),
-    ("causal/demo.yaml", ["--eval_max_length", "0"], ValueError, r"eval_max_length must be an int >= 2"),
-    ("causal/demo.yaml", ["--eval_max_length", "256"], ValueError, r"the scoring window .* 256 needs 256 positions"),
+    ("causal/demo.yaml", ["--score_stride", "0"], ValueError, r"score_stride must be an int >= 1"),
+    ("causal/demo.yaml", ["--score_stride", "100"], ValueError, r"score_stride 100 must be <= the scoring window 64"),
+    ("causal/demo.yaml", ["--score_stride", "40", "--score_max_length", "32"], ValueError,
+     r"score_stride 40 must be <= score_max_length 32"),
+    ("causal/demo.yaml", ["--score_batch_size", "-1"], ValueError, r"score_batch_size"),
+    ("causal/demo.yaml", ["--score_max_length", "1"], ValueError, r"score_max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--score_max_length", "0"], ValueError, r"score_max_length must be an int >= 2"),
+    ("causal/demo.yaml", ["--score_max_length", "256"], ValueError, r"the scoring window .* 256 needs 256 positions"),
     ("causal/demo.yaml", ["--sample_top_p", "1.5"], ValueError, r"sample_top_p"),
     ("causal/demo.yaml", ["--sample_top_p", "nan"], ValueError, r"sample_top_p"),
     ("causal/demo.yaml", ["--sample_top_p", "inf"], ValueError, r"sample_top_p"),
@@ -272,7 +272,7 @@ def test_a_checkpoints_own_position_table_is_read_at_parse_time(no_data, tmp_pat
 def test_a_checkpoint_fits_the_sample_and_the_scoring_window_too(no_data, tmp_path, gpt2_32_positions):
     out = tmp_path / "run"
     path = ["--model_name_or_path", str(gpt2_32_positions), "--max_length", "32"]
-    _refused(no_data, _args("causal/demo.yaml", out, *path, "--eval_max_length", "64"), out, ValueError,
+    _refused(no_data, _args("causal/demo.yaml", out, *path, "--score_max_length", "64"), out, ValueError,
              "scoring window")  # fmt: skip
     _refused(no_data, _args("causal/demo.yaml", out, *path, "--sample_max_new_tokens", "32"), out, ValueError,
              r"the sample \(1 prompt tokens")  # fmt: skip
