@@ -56,8 +56,8 @@ import torch
 from transformers import DataCollatorForLanguageModeling, DataCollatorWithFlattening
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.dataset_packing import pack_dataset, pack_documents
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus, tokenize_corpus
+from hf_lmobj.packing.dataset import pack_dataset, pack_documents
 
 NUM_DOCUMENTS = 64
 MAX_LENGTH = 1024

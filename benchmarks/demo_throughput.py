@@ -26,8 +26,8 @@ from transformers import TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import build_tokenizer
+from hf_lmobj.optim.muon import MuonAdamW, muon_param_groups
 from hf_lmobj.recipes.support.models import ModelArguments, build_model
-from hf_lmobj.trainer.muon import MuonAdamW, muon_param_groups
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
@@ -45,7 +45,7 @@ class Case:
     packing: bool = True  # False: rows are plain causal windows (no per-document mask)
     compile: bool = False
     bf16: bool = False
-    muon: bool = False  # Muon for the blocks' matrices + AdamW for the rest (hf_lmobj.trainer.muon)
+    muon: bool = False  # Muon for the blocks' matrices + AdamW for the rest (hf_lmobj.optim.muon)
 
 
 CASES = {

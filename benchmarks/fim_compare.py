@@ -10,7 +10,7 @@ train exactly ``--max_steps`` steps (2,000 by default: what the demo's 7-minute 
   ``--fim_flags`` (e.g. ``"--fim_level char --fim_rate 0.5"``): PSM, SPM and prefix-only infilling.
 
 Both report left-to-right bits per byte of the held-out stdlib files (strided windows of 256
-advancing by 128) and the single-line infilling figures of :mod:`hf_lmobj.metrics.infilling` (200
+advancing by 128) and the single-line infilling figures of :mod:`hf_lmobj.fim.evaluation` (200
 seeded cases: exact match and edit similarity of the first generated line, bits per byte of the hidden
 line).
 

@@ -100,7 +100,7 @@ def run_one(library: str, strategy: str, directory: Path) -> dict[str, Any]:
     dataset = datasets.load_from_disk(str(directory))
     tokens_in = int(pc.sum(pc.list_value_length(dataset.data.column("input_ids"))).as_py())
     if library == "ours":
-        from hf_lmobj.collators.dataset_packing import pack_dataset
+        from hf_lmobj.packing.dataset import pack_dataset
 
         def pack() -> Any:
             return pack_dataset(dataset, MAX_LENGTH)

@@ -11,19 +11,16 @@ Example:
     (568, 114)
 """
 
+import hf_lmobj._moved_modules  # noqa: F401  first: it installs the finder of the old module paths (some still in use)
 from hf_lmobj.collators import (
     CollatorEpochCallback,
     DataCollatorForCausalLM,
-    DataCollatorForFillInTheMiddle,
     DataCollatorForMaskedLM,
     DataCollatorForSpanCorruption,
     DataCollatorForTextInfilling,
     DataCollatorForUL2,
     Denoiser,
-    FimTokens,
     compute_input_and_target_lengths,
-    fim_dataset,
-    pack_dataset,
 )
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 from hf_lmobj.data import (
@@ -36,31 +33,26 @@ from hf_lmobj.data import (
     tokenize_to_token_store,
     write_token_store,
 )
-from hf_lmobj.generation import (
+from hf_lmobj.fim import (
+    DataCollatorForFillInTheMiddle,
+    FimTokens,
     LeadLogitsProcessor,
-    SamplingLogitsProcessor,
+    evaluate_infilling,
+    fim_dataset,
     fim_prompts,
     heal_prompts,
     infill,
-    sampling_generate_kwargs,
+    single_line_cases,
 )
+from hf_lmobj.generation import SamplingLogitsProcessor, sampling_generate_kwargs
 from hf_lmobj.losses import causal_lm_loss, linear_cross_entropy, linear_token_losses, masked_lm_loss, seq2seq_lm_loss
 from hf_lmobj.metrics import load as load_metric
-from hf_lmobj.metrics.infilling import evaluate_infilling, single_line_cases
 from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
+from hf_lmobj.models import ElectraPretrainingConfig, ElectraPretrainingModel, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
-from hf_lmobj.trainer import (
-    AuxiliaryObjectiveTrainer,
-    ElectraPretrainingConfig,
-    ElectraPretrainingModel,
-    MTPConfig,
-    MultiTokenPredictionModel,
-    MuonAdamW,
-    MuonAdamWFactory,
-    ObjectiveTrainer,
-    make_compute_loss_func,
-    muon_param_groups,
-)
+from hf_lmobj.optim import MuonAdamW, MuonAdamWFactory, muon_param_groups
+from hf_lmobj.packing import pack_dataset
+from hf_lmobj.trainer import AuxiliaryObjectiveTrainer, ObjectiveTrainer, make_compute_loss_func
 
 __version__ = "0.1.0"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import datasets
 from transformers import PreTrainedTokenizerFast
 
-from hf_lmobj.collators.fim_format import FIM_TOKENS
+from hf_lmobj.fim.format import FIM_TOKENS
 
 __all__ = [
     "NUM_SENTINELS",

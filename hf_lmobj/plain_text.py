@@ -1,7 +1,7 @@
 """Document text encoded as plain characters: a special-token string inside the text stays text.
 
 Every entry point of the fill-in-the-middle family that encodes a document's text (the FIM transform
-and collator, :func:`~hf_lmobj.collators.document_pieces.document_pieces`, ``FimPieces``,
+and collator, :func:`~hf_lmobj.packing.pieces.document_pieces`, ``FimPieces``,
 ``fim_prompts`` / ``infill``, the infilling evaluation) encodes it with special-token parsing **off**,
 so a string such as ``'<fim_prefix>'``, ``'<|endoftext|>'`` or ``'[MASK]'`` becomes ordinary tokens;
 control tokens (BOS, EOS, the FIM sentinels) are only ever inserted by id. Why: code corpora mention

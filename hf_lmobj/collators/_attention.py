@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from hf_lmobj.collators.packing import (
+from hf_lmobj.packing.masks import (
     block_attention_mask,
     document_ids_from_position_ids,
     flash_attention_kwargs,

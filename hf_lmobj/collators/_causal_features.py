@@ -6,7 +6,7 @@ restarting at 0 per document, or ``seq_lengths``). Every column is read and chec
 element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python lists); its
 errors name the feature and the field.
 
-A row packed by :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` carries ``seq_lengths``
+A row packed by :func:`~hf_lmobj.packing.dataset.pack_dataset` carries ``seq_lengths``
 only: a row that lost that column on the way (a stock ``Trainer`` with ``remove_unused_columns=True``)
 looks like one document and cannot be told apart. A row whose ``attention_mask`` numbers its
 documents 1, 2, ... is refused when it arrives without ``position_ids``.
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.collators._features import check_feature_mapping
+from hf_lmobj.collators.features import check_feature_mapping
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.validation import check_column_range, id_column, id_sequence
 

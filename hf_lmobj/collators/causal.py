@@ -16,7 +16,7 @@ Two modes:
   ``use_cache=False`` by default, ``cu_seq_lens_q/k`` for flash-attention (both O(B x T) at any row
   length), a 4D ``[B, 1, T, T]`` mask for a ``model=`` whose mask ignores ``position_ids``.
 
-Features may be pre-packed rows (from :func:`hf_lmobj.collators.dataset_packing.pack_dataset`,
+Features may be pre-packed rows (from :func:`hf_lmobj.packing.dataset.pack_dataset`,
 or TRL's) carrying ``seq_lengths`` (or ``position_ids``): in both modes each one is one batch row,
 never re-packed or split, with its documents isolated and the batch as wide as a packed one
 (``max_length``, rounded up; the longest row when ``max_length`` is None). A pre-packed row longer
@@ -65,8 +65,9 @@ from hf_lmobj.collators._attention import (
     packed_attention_inputs,
 )
 from hf_lmobj.collators._causal_features import FlatFeatures, read_features
-from hf_lmobj.collators._features import refuse_numpy_call
-from hf_lmobj.collators.rows import (
+from hf_lmobj.collators.features import refuse_numpy_call
+from hf_lmobj.constants import IGNORE_INDEX, round_up
+from hf_lmobj.packing.rows import (
     MIN_ROW_LENGTH,
     ROW_NEEDS,
     Layout,
@@ -76,7 +77,6 @@ from hf_lmobj.collators.rows import (
     pack_layout,
     stack_layouts,
 )
-from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import check_flag, check_has_targets, check_length, check_return_tensors
 
 __all__ = ["NO_TARGET_FIX", "DataCollatorForCausalLM"]

@@ -57,14 +57,10 @@ from hf_lmobj.collators._attention import (
     check_dense_mask,
     is_flash_attention,
 )
-from hf_lmobj.collators._features import refuse_numpy_call
-from hf_lmobj.collators.packing import (
-    best_fit_decreasing,
-    block_attention_mask,
-    chunk_lengths,
-    flash_attention_kwargs,
-)
+from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
+from hf_lmobj.packing.bins import best_fit_decreasing, chunk_lengths
+from hf_lmobj.packing.masks import block_attention_mask, flash_attention_kwargs
 from hf_lmobj.validation import (
     check_column_range,
     check_count,

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from hf_lmobj.collators._features import check_feature_mapping
+from hf_lmobj.collators.features import check_feature_mapping
 from hf_lmobj.validation import check_count, id_sequence
 
 __all__ = [

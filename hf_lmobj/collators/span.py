@@ -33,7 +33,6 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators._features import refuse_numpy_call, token_ids
 from hf_lmobj.collators._noise import (
     check_noise_args,
     collator_lengths,
@@ -43,6 +42,7 @@ from hf_lmobj.collators._noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
+from hf_lmobj.collators.features import refuse_numpy_call, token_ids
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import (

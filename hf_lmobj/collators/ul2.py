@@ -11,7 +11,7 @@ output is the same as :class:`~hf_lmobj.collators.span.DataCollatorForSpanCorrup
 With ``decoder_only=True`` input and target form one sequence ``[mode] inputs targets``; ``labels``
 are -100 on the prefix and ``attention_mask`` is a 4D additive float mask ``(B, 1, T, T)``
 (0.0 = may attend, ``finfo.min`` = blocked, the convention of
-:mod:`hf_lmobj.collators.packing`) that is causal over the target and bidirectional over the
+:mod:`hf_lmobj.packing.masks`) that is causal over the target and bidirectional over the
 prefix; pass it to a model whose attention takes a custom 4D mask (eager / sdpa).
 
 Example:
@@ -32,13 +32,13 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators._features import refuse_numpy_call
 from hf_lmobj.collators._noise import (
     check_noise_args,
     corrupted_lengths,
     random_spans_noise_mask,
     span_corrupt,
 )
+from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import (
     check_enough_sentinels,

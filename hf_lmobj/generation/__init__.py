@@ -1,5 +1,7 @@
-"""Decoding: the ``LogitsProcessor`` sampler (:mod:`.sampling`), fill-in-the-middle prompts (:mod:`.fim_prompting`)
-and token healing (:mod:`.token_healing`).
+"""Decoding: the ``LogitsProcessor`` sampler (:mod:`.sampling`: temperature, top-k, top-p, min-p).
+
+Fill-in-the-middle prompts and token healing live in :mod:`hf_lmobj.fim` (``fim_prompts``,
+``infill``, ``heal_prompts``, ``LeadLogitsProcessor``); they are importable from here as well.
 
 Example:
     >>> from hf_lmobj.generation import sampling_generate_kwargs
@@ -8,9 +10,8 @@ Example:
     'SamplingLogitsProcessor'
 """
 
-from hf_lmobj.generation.fim_prompting import fim_prompts, infill
+from hf_lmobj.fim import LeadLogitsProcessor, fim_prompts, heal_prompts, infill
 from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
-from hf_lmobj.generation.token_healing import LeadLogitsProcessor, heal_prompts
 
 __all__ = [
     "SamplingLogitsProcessor",

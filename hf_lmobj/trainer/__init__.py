@@ -1,10 +1,13 @@
-"""``ObjectiveTrainer`` and the auxiliary objectives no stock trainer ships (MTP, ELECTRA).
+"""``ObjectiveTrainer`` and ``AuxiliaryObjectiveTrainer``: the objective's loss on a stock ``Trainer``.
 
 :mod:`.objective_trainer` (the Trainer and ``make_compute_loss_func``), :mod:`.objectives` (which
-objective a model trains, its targets and counts, head capture), :mod:`.sharding` (FSDP2 / DTensor
-helpers), :mod:`.mtp`, :mod:`.electra` and :mod:`.auxiliary` (``AuxiliaryObjectiveTrainer``), and
-:mod:`.muon` (``MuonAdamW``: Muon for the hidden matrices, AdamW for the rest, through the Trainer's
-optimizer-factory hook).
+objective a model trains, its targets and counts, head capture), :mod:`.auxiliary`
+(``AuxiliaryObjectiveTrainer``: the models of :mod:`hf_lmobj.models`, MTP and ELECTRA, term by
+term), :mod:`.sharding` (FSDP2 / DTensor helpers), :mod:`.pipeline_training` and
+:mod:`.checkpoints` (training on a ``PretrainingStream``, resumable), :mod:`.teardown`. The models
+(``MTPConfig``, ``MultiTokenPredictionModel``, ``ElectraPretrainingConfig``, ``ElectraPretrainingModel``)
+and the optimizer (``MuonAdamW``, ``MuonAdamWFactory``, ``muon_param_groups``, :mod:`hf_lmobj.optim`)
+are importable from here as well.
 
 Example:
     >>> from hf_lmobj.trainer import ObjectiveTrainer, make_compute_loss_func
@@ -12,10 +15,9 @@ Example:
     'Trainer'
 """
 
+from hf_lmobj.models import ElectraPretrainingConfig, ElectraPretrainingModel, MTPConfig, MultiTokenPredictionModel
+from hf_lmobj.optim import MuonAdamW, MuonAdamWFactory, muon_param_groups
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-from hf_lmobj.trainer.electra import ElectraPretrainingConfig, ElectraPretrainingModel
-from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
-from hf_lmobj.trainer.muon import MuonAdamW, MuonAdamWFactory, muon_param_groups
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
 
 __all__ = [

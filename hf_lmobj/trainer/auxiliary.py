@@ -2,12 +2,12 @@
 
 The auxiliary objective follows the model handed to it:
 
-* a :class:`~hf_lmobj.trainer.mtp.MultiTokenPredictionModel` trains the causal objective plus its extra
+* a :class:`~hf_lmobj.models.mtp.MultiTokenPredictionModel` trains the causal objective plus its extra
   depths: ``L_0 + loss_weight / D * sum_k L_k``. The stock model's output head is captured
   (``capture_head``), so its input feeds depth 0 and the MTP modules, and every depth's loss goes
   through the same chunked ``linear_cross_entropy`` and shared head weight: no depth builds
   ``[tokens, vocab]`` logits;
-* an :class:`~hf_lmobj.trainer.electra.ElectraPretrainingModel` trains ``MLM + rtd_weight * RTD`` on masked
+* an :class:`~hf_lmobj.models.electra.ElectraPretrainingModel` trains ``MLM + rtd_weight * RTD`` on masked
   batches, replacements drawn from generators keyed by ``(args.seed, global step, row)``;
 * any other model trains exactly as with ``ObjectiveTrainer``.
 
@@ -33,7 +33,7 @@ Saving writes the stock model where ``from_pretrained`` finds it and the auxilia
 Example:
     >>> import torch
     >>> from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
-    >>> from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
+    >>> from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
     >>> base = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64))
     >>> model = MultiTokenPredictionModel(base, MTPConfig(num_depths=2))
     >>> args = TrainingArguments("out/doctest-mtp", use_cpu=True, report_to=[])
@@ -61,10 +61,10 @@ from transformers.trainer import TRAINING_ARGS_NAME
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
-from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
-from hf_lmobj.trainer.electra import ElectraPretrainingModel, electra_loss
-from hf_lmobj.trainer.mtp import MultiTokenPredictionModel
-from hf_lmobj.trainer.mtp_targets import document_ids, multi_token_targets
+from hf_lmobj.models.auxiliary_model import AuxiliaryModel
+from hf_lmobj.models.electra import ElectraPretrainingModel, electra_loss
+from hf_lmobj.models.mtp import MultiTokenPredictionModel
+from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.objectives import base_model_of, capture_head, check_objective, linear_head, model_inputs
 

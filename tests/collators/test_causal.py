@@ -26,7 +26,7 @@ from transformers import (
 )
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.packing import chunk_lengths
+from hf_lmobj.packing.bins import chunk_lengths
 
 IMPLS = ("eager", "sdpa")
 KINDS = ("gpt2", "llama")

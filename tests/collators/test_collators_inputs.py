@@ -26,7 +26,7 @@ from hf_lmobj import (
     DataCollatorForSpanCorruption,
     compute_input_and_target_lengths,
 )
-from hf_lmobj.collators.bart import DataCollatorForTextInfilling
+from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
 from hf_lmobj.collators.ul2 import DataCollatorForUL2, Denoiser
 
 IDS = [300, 301, 302, 303]  # ordinary (non-special) ids of the 1024-token test tokenizer

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from hf_lmobj.collators.bart import DataCollatorForTextInfilling
-from hf_lmobj.collators.fim import DataCollatorForFillInTheMiddle
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
 from hf_lmobj.collators.seeding import example_seeds
 from hf_lmobj.collators.span import DataCollatorForSpanCorruption
+from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
 from hf_lmobj.collators.ul2 import DataCollatorForUL2
+from hf_lmobj.fim.collator import DataCollatorForFillInTheMiddle
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -346,7 +346,7 @@ def test_trailing_eos_is_an_end_marker_not_content(tokenizer):
     ],
 )
 def test_bad_token_ids_are_rejected_at_the_entry_by_every_denoiser(tokenizer, bad, error):
-    from hf_lmobj.collators.bart import DataCollatorForTextInfilling
+    from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
     from hf_lmobj.collators.ul2 import DataCollatorForUL2
 
     for collator_class in (DataCollatorForSpanCorruption, DataCollatorForUL2, DataCollatorForTextInfilling):

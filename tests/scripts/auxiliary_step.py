@@ -27,8 +27,8 @@ def build_aux_model(kind: str, seed: int = 0) -> torch.nn.Module:
     """A tiny MTP wrapper (GPT-2, hidden 32, 2 layers, D=2) or ELECTRA pair (width 32 / 8), dropout 0."""
     from transformers import ElectraConfig
 
-    from hf_lmobj.trainer.electra import ElectraPretrainingModel
-    from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
+    from hf_lmobj.models.electra import ElectraPretrainingModel
+    from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 
     if kind.startswith("mtp"):
         architecture = "parallel" if kind == "mtp_parallel" else "sequential"

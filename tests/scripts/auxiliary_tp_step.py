@@ -34,9 +34,9 @@ from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_modul
 from tp_trainer_step import build_llama, error, maxdiff
 from transformers import ElectraConfig, LlamaForCausalLM
 
+from hf_lmobj.models.electra import ElectraPretrainingModel
+from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-from hf_lmobj.trainer.electra import ElectraPretrainingModel
-from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
 
 
 def sharded_llama(style: str, out_dir: str, mesh) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:

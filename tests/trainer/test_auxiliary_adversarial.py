@@ -17,8 +17,8 @@ import torch
 from auxiliary_step import build_aux_model, build_rows
 from distributed_step import build_model, sgd_args, stack_rows
 
+from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-from hf_lmobj.trainer.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.trainer.sharding import ranks_per_replica
 
 

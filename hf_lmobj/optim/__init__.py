@@ -1,0 +1,15 @@
+"""Optimizers for ``transformers.Trainer``: :mod:`.muon` (``MuonAdamW``: Muon for a transformer's hidden
+matrices, AdamW for the rest, one optimizer through the Trainer's optimizer-factory hook).
+
+Example:
+    >>> from torch import nn
+    >>> from hf_lmobj.optim import MuonAdamW, muon_param_groups
+    >>> model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 4), nn.Linear(4, 8))
+    >>> optimizer = MuonAdamW(muon_param_groups(model, weight_decay=0.1), lr=1e-3)
+    >>> sorted(group["use_muon"] for group in optimizer.param_groups)
+    [False, False, True]
+"""
+
+from hf_lmobj.optim.muon import MuonAdamW, MuonAdamWFactory, muon_param_groups, orthogonalize
+
+__all__ = ["MuonAdamW", "MuonAdamWFactory", "muon_param_groups", "orthogonalize"]
