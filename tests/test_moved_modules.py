@@ -115,13 +115,11 @@ def test_each_new_package_imports_alone():
         assert done.returncode == 0, f"import {name} alone: {done.stderr[-3000:]}"
 
 
-#: Folders restructured at the same time that move to the new paths next; until then they import old paths.
-PENDING = ("hf_lmobj/data/", "recipes/", "tests/recipes/")
 SCANNED = sorted(
     path
-    for root in ("hf_lmobj", "tests", "benchmarks")
+    for root in ("hf_lmobj", "recipes", "tests", "benchmarks")
     for path in (REPO / root).rglob("*.py")
-    if not path.relative_to(REPO).as_posix().startswith(PENDING) and path.name != "test_moved_modules.py"
+    if path.name != "test_moved_modules.py"
 )
 
 

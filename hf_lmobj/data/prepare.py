@@ -25,10 +25,10 @@ import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 import hf_lmobj
-from hf_lmobj.collators.document_pieces import split_documents
 from hf_lmobj.collators.seeding import CollatorEpochCallback
 from hf_lmobj.corpus import SPECIAL_TOKENS, tokenize_corpus
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
+from hf_lmobj.packing.pieces import split_documents
 from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 
 __all__ = [
@@ -235,7 +235,7 @@ def prepare_objective_data(
 
 def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: str) -> ObjectiveData:
     from hf_lmobj.collators.causal import DataCollatorForCausalLM
-    from hf_lmobj.collators.dataset_packing import pack_dataset
+    from hf_lmobj.packing.dataset import pack_dataset
 
     tokenized = {
         name: tokenize_corpus(split, tokenizer, add_bos=True, add_eos=True, text_column=args.text_column)

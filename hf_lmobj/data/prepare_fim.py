@@ -13,8 +13,8 @@ Three steps, per split:
    document's first piece starts with BOS and only its last ends with EOS: a piece from inside a
    file opens mid-text, like a row of whole-file packing and like the scoring windows after a
    file's first (a BOS on every piece cost 4.5% bits per byte at 2,000 steps, ``fim_experiments.md``);
-2. :func:`~hf_lmobj.collators.fim.fim_dataset` transforms ``fim_rate`` of the pieces (seeded);
-3. :func:`~hf_lmobj.collators.dataset_packing.pack_dataset` packs them into full rows, which the
+2. :func:`~hf_lmobj.fim.collator.fim_dataset` transforms ``fim_rate`` of the pieces (seeded);
+3. :func:`~hf_lmobj.packing.dataset.pack_dataset` packs them into full rows, which the
    plain :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` batches (documents isolated).
 
 The infilling report of such a run (the ``infill_*`` fields) is the recipes' (``recipes/report/infilling.py``).
@@ -37,12 +37,12 @@ import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.dataset_packing import pack_dataset
-from hf_lmobj.collators.document_pieces import document_pieces
-from hf_lmobj.collators.fim import fim_dataset
-from hf_lmobj.collators.fim_transform import FIM_LEVELS, check_rate
 from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
+from hf_lmobj.fim.collator import fim_dataset
+from hf_lmobj.fim.transform import FIM_LEVELS, check_rate
 from hf_lmobj.objectives import get_objective
+from hf_lmobj.packing.dataset import pack_dataset
+from hf_lmobj.packing.pieces import document_pieces
 from hf_lmobj.validation import SEED_LIMIT, check_name
 
 __all__ = [
@@ -58,7 +58,7 @@ __all__ = [
 DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
 MIN_PIECE_TOKENS = 4  # a piece never ends inside a character: up to 4 byte-level tokens each
 PIECE_SLACK = 10  # a row keeps room for BOS, 3 sentinels, EOS and up to 5 tokens of re-encoding at the cuts
-#: Prompt tokens :func:`~hf_lmobj.metrics.infilling.evaluate_infilling` needs after ``max_new_tokens`` (its own floor).
+#: Prompt tokens :func:`~hf_lmobj.fim.evaluation.evaluate_infilling` needs after ``max_new_tokens`` (its own floor).
 INFILL_MIN_PROMPT_TOKENS = 8
 
 

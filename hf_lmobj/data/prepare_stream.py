@@ -29,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.collators.fim_transform import FimTransform
 from hf_lmobj.corpus import load_stdlib_corpus
 from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
 from hf_lmobj.data.prepare import (
@@ -40,6 +39,7 @@ from hf_lmobj.data.prepare import (
 from hf_lmobj.data.prepare_fim import PIECE_SLACK, FimArguments, prepare_fim_data
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.transforms import FimPieces
+from hf_lmobj.fim.transform import FimTransform
 from hf_lmobj.objectives import get_objective
 
 __all__ = ["uses_pipeline", "source_specs", "prepare_pipeline_data", "bounded_documents"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.collators.rows import pack_layout
+from hf_lmobj.packing.rows import pack_layout
 from hf_lmobj.validation import check_length
 
 __all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "shuffle_rows", "row_feature"]

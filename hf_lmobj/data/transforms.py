@@ -12,7 +12,7 @@ transform's.
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
-    >>> from hf_lmobj.collators.fim_transform import FimTransform
+    >>> from hf_lmobj.fim.transform import FimTransform
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> fim = FimPieces(FimTransform(tok, fim_rate=1.0), max_tokens=8, seed=0)
     >>> [len(pieces) for pieces in fim(["a = 1\\n", "def f(x):\\n    return x\\n"])]
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hf_lmobj.collators.document_pieces import document_pieces
-from hf_lmobj.collators.fim_transform import FimTransform
+from hf_lmobj.fim.transform import FimTransform
+from hf_lmobj.packing.pieces import document_pieces
 from hf_lmobj.plain_text import check_texts
 from hf_lmobj.validation import check_count
 

@@ -18,8 +18,8 @@ import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_lmobj.data.prepare_fim import DEFAULT_INFILL_CASES, FimArguments
-from hf_lmobj.metrics.infilling import InfillingCase, evaluate_infilling, single_line_cases
-from hf_lmobj.metrics.infilling_report import best_infill, comparison_lines
+from hf_lmobj.fim.evaluation import InfillingCase, evaluate_infilling, single_line_cases
+from hf_lmobj.fim.report import best_infill, comparison_lines
 
 __all__ = ["infilling_cases", "validation_infilling", "infilling_metrics", "print_fim_comparison"]
 

@@ -1,7 +1,7 @@
 """The pre-training recipe's optimizer: the Trainer's own (``TrainingArguments.optim``) or Muon + AdamW.
 
 ``--optimizer muon`` trains the blocks' matrices with Muon and the embeddings, head, norms and
-biases with AdamW (:mod:`hf_lmobj.trainer.muon`), through the Trainer's optimizer-factory hook
+biases with AdamW (:mod:`hf_lmobj.optim.muon`), through the Trainer's optimizer-factory hook
 (``optimizer_cls_and_kwargs``), with the run's ``learning_rate``, ``weight_decay``, ``adam_beta1/2``
 and ``adam_epsilon``, and the Trainer's scheduler. On the causal demo it learns more per second than
 AdamW (``benchmarks/demo_experiments.md``). Muon needs the weight matrices' shapes: DeepSpeed ZeRO and
@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from hf_lmobj.trainer.muon import MuonAdamWFactory
+from hf_lmobj.optim.muon import MuonAdamWFactory
 
 __all__ = ["OPTIMIZERS", "OptimizerArguments", "optimizer_cls_and_kwargs"]
 

@@ -3,8 +3,8 @@
 * ``AuxiliaryArguments``: the recipe's extra argument dataclass (YAML keys / ``--flags``);
 * ``build_pretraining_model(objective, tokenizer, model_args, aux_args, seed)``: the stock model of
   ``hf_lmobj.recipes.support.models.build_model`` when no auxiliary objective is asked for, else a
-  :class:`~hf_lmobj.trainer.mtp.MultiTokenPredictionModel` around it (causal) or an
-  :class:`~hf_lmobj.trainer.electra.ElectraPretrainingModel` built from the same width / depth / heads (masked;
+  :class:`~hf_lmobj.models.mtp.MultiTokenPredictionModel` around it (causal) or an
+  :class:`~hf_lmobj.models.electra.ElectraPretrainingModel` built from the same width / depth / heads (masked;
   those sizes are the discriminator's);
 * ``token_predictor(model)``: the part whose logits the recipe's reports read (perplexity and
   sampling for causal, masked accuracy for masked): the causal LM itself for MTP, the generator for ELECTRA;
@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 from torch import nn
 from transformers import ElectraConfig, PreTrainedTokenizerBase
 
+from hf_lmobj.models.auxiliary_model import AuxiliaryModel
+from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
+from hf_lmobj.models.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.objectives import get_objective
-from hf_lmobj.trainer.auxiliary_model import AuxiliaryModel
-from hf_lmobj.trainer.electra import ElectraPretrainingConfig, ElectraPretrainingModel
-from hf_lmobj.trainer.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.validation import check_length, check_number
 
 from .models import ModelArguments, build_model, resolve_model_type

@@ -35,8 +35,8 @@ def test_accelerate_launch_pretrains_with_the_auxiliary_objective_and_writes_a_c
     from huggingface_hub import ModelCard
     from transformers import AutoModel
 
-    from hf_lmobj.trainer.electra import ElectraPretrainingModel
-    from hf_lmobj.trainer.mtp import MultiTokenPredictionModel
+    from hf_lmobj.models.electra import ElectraPretrainingModel
+    from hf_lmobj.models.mtp import MultiTokenPredictionModel
 
     objective, stock_class, extra, term = AUXILIARY[config]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",

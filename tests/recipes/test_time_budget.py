@@ -5,6 +5,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.optim.muon import MuonAdamW, MuonAdamWFactory
 from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
 from hf_lmobj.recipes.runtime.time_budget import (
     StepBudget,
@@ -13,7 +14,6 @@ from hf_lmobj.recipes.runtime.time_budget import (
     time_optimizer_step,
     time_training_steps,
 )
-from hf_lmobj.trainer.muon import MuonAdamW, MuonAdamWFactory
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
