@@ -1,6 +1,6 @@
 """Training tokens per second of small causal LMs on this machine: the demo's speed levers.
 
-Each case builds a model with ``hf_lmobj.recipes.support.models.build_model``, packs synthetic documents (lengths
+Each case builds a model with ``hf_lmobj.models.stock.build_model``, packs synthetic documents (lengths
 drawn like the stdlib corpus's files, about 5,000 tokens on average) with
 ``DataCollatorForCausalLM(packing=True)`` and times optimizer steps of the loss the demo trains
 (``ObjectiveTrainer.compute_loss``: chunked linear cross-entropy) plus AdamW (or Muon + AdamW: the ``_muon``
@@ -26,8 +26,8 @@ from transformers import TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import build_tokenizer
+from hf_lmobj.models.stock import ModelArguments, build_model
 from hf_lmobj.optim.muon import MuonAdamW, muon_param_groups
-from hf_lmobj.recipes.support.models import ModelArguments, build_model
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 

@@ -55,6 +55,7 @@ from hf_lmobj.data.labelled_sets import (
     build_replaced_token_dataset,
     tokenize_classification,
 )
+from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.trainer.teardown import close_distributed
 from hf_lmobj.validation import check_flag, check_length, check_number
 
@@ -62,7 +63,6 @@ from .report.cards import write_model_card
 from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
 from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
 from .runtime.run_checks import check_training_arguments
-from .support.models import ModelArguments
 
 TASKS = ("package", "replaced_tokens")
 

@@ -40,6 +40,7 @@ from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import load_text_splits
 from hf_lmobj.data.labelled_sets import build_instruction_dataset, tokenize_instructions
 from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
+from hf_lmobj.models.stock import ModelArguments, check_positions, position_limit
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
 from hf_lmobj.validation import check_length, check_name, check_number
@@ -48,7 +49,6 @@ from .report.cards import write_model_card
 from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
 from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
 from .runtime.run_checks import check_training_arguments
-from .support.models import ModelArguments, check_positions, position_limit
 
 __all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
 

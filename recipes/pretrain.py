@@ -35,6 +35,7 @@ from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.data.prepare_fim import prepare_pretraining_data
 from hf_lmobj.data.prepare_stream import bounded_documents, prepare_pipeline_data, uses_pipeline
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
+from hf_lmobj.models.pretraining import build_pretraining_model, token_predictor
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
@@ -57,7 +58,6 @@ from .runtime.phase_timer import PhaseTimer
 from .runtime.pretrain_checks import check_built_model, check_pretrain_arguments
 from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
 from .runtime.resume import begin_new_run, load_checkpoint_weights, plan_resume, step_budget
-from .support.auxiliary_pretraining import build_pretraining_model, token_predictor
 
 __all__ = ["ARGUMENT_CLASSES", "ReportArguments", "main", "baseline_key"]
 

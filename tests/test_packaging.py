@@ -123,7 +123,7 @@ def test_every_folder_of_the_package_lands_in_the_wheel(wheel):
                 if f"{home}/{relative}" not in names:
                     missing.append(str(path.relative_to(REPO)))
     assert not missing, f"not in the wheel: {missing}"
-    assert {REPO / "recipes" / "support", REPO / "recipes" / "configs" / "span", REPO / "model_cards"} <= folders
+    assert {REPO / "recipes" / "runtime", REPO / "recipes" / "configs" / "span", REPO / "model_cards"} <= folders
     outside = sorted(name for name in names if not name.startswith(("hf_lmobj/", "hf_lmobj-")))
     assert not outside, f"the wheel ships files outside the package: {outside}"
 

@@ -1,4 +1,8 @@
-"""Models an auxiliary objective trains beside a stock model: multi-token prediction and ELECTRA.
+"""The models: stock architectures built for an objective, and those an auxiliary objective trains beside them.
+
+:mod:`.stock` (``ModelArguments``, ``build_model``: a small stock model of the objective's architectures, or a
+checkpoint; position limits) and :mod:`.pretraining` (``build_pretraining_model``: the same with MTP or ELECTRA
+around it) build what the pre-training recipe trains.
 
 :mod:`.mtp` (``MTPConfig``, ``MultiTokenPredictionModel``: extra prediction depths on a causal LM;
 its depth modules :mod:`.mtp_blocks`, its targets :mod:`.mtp_targets`), :mod:`.electra`

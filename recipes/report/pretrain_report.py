@@ -21,14 +21,14 @@ import torch
 
 from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
+from hf_lmobj.models.pretraining import auxiliary_hyperparameters
+from hf_lmobj.models.stock import check_positions
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.validation import check_length, check_number
 
 from ..runtime.after_training import write_metrics
 from ..runtime.phase_timer import PhaseTimer
 from ..runtime.run_checks import SEED_LIMIT
-from ..support.auxiliary_pretraining import auxiliary_hyperparameters
-from ..support.models import check_positions
 from .cards import write_model_card
 from .compression import compression_bits_per_byte
 from .infilling import print_fim_comparison

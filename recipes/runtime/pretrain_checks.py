@@ -11,7 +11,7 @@ the sample prompt against the tokenizer.
 
 Example:
     >>> from transformers import TrainingArguments
-    >>> from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments
+    >>> from hf_lmobj.models.pretraining import AuxiliaryArguments
     >>> from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
     >>> from hf_lmobj.data.prepare_fim import FimArguments
     >>> from hf_lmobj.recipes.report.pretrain_report import ReportArguments
@@ -34,11 +34,8 @@ from transformers import AutoConfig, PreTrainedTokenizerBase
 from hf_lmobj.data.prepare import DataArguments, row_positions
 from hf_lmobj.data.prepare_fim import FimArguments, check_fim_fits
 from hf_lmobj.data.prepare_stream import uses_pipeline
-from hf_lmobj.objectives import get_objective
-
-from ..report.pretrain_report import ReportArguments, check_report_fits
-from ..support.auxiliary_pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
-from ..support.models import (
+from hf_lmobj.models.pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
+from hf_lmobj.models.stock import (
     ModelArguments,
     check_positions,
     model_position_limit,
@@ -46,6 +43,9 @@ from ..support.models import (
     resolve_model_type,
     rotary_positions,
 )
+from hf_lmobj.objectives import get_objective
+
+from ..report.pretrain_report import ReportArguments, check_report_fits
 from .cpu_threads import RuntimeArguments
 from .run_checks import check_training_arguments
 

@@ -9,10 +9,10 @@ from transformers import TrainingArguments
 
 from hf_lmobj.data.prepare import DataArguments, ObjectiveData
 from hf_lmobj.data.prepare_fim import FimArguments
+from hf_lmobj.models.pretraining import AuxiliaryArguments
+from hf_lmobj.models.stock import ModelArguments
 
 from ..report.pretrain_report import ReportArguments
-from ..support.auxiliary_pretraining import AuxiliaryArguments
-from ..support.models import ModelArguments
 from .cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
 from .optimizers import OptimizerArguments
 from .phase_timer import PhaseTimer

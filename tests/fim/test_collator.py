@@ -271,7 +271,7 @@ def test_collator_pads_and_packs_like_the_causal_collator(tokenizer, corpus, ids
 
 
 def test_packed_fim_documents_stay_isolated(tokenizer, corpus, ids):
-    from hf_lmobj.recipes.support.models import ModelArguments, build_model
+    from hf_lmobj.models.stock import ModelArguments, build_model
 
     torch.manual_seed(0)
     model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

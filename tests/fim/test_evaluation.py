@@ -20,7 +20,7 @@ from hf_lmobj.fim.evaluation import (
 )
 from hf_lmobj.fim.format import fim_token_ids
 from hf_lmobj.fim.prompting import fim_prompts
-from hf_lmobj.recipes.support.models import ModelArguments, build_model
+from hf_lmobj.models.stock import ModelArguments, build_model
 
 SOURCE = '''import os
 

@@ -44,7 +44,7 @@ def test_lead_is_written_first_through_one_token_or_several(tokenizer):
 def test_generation_writes_the_lead_even_against_the_model(tokenizer, one_torch_thread):
     from transformers import LogitsProcessorList
 
-    from hf_lmobj.recipes.support.models import ModelArguments, build_model
+    from hf_lmobj.models.stock import ModelArguments, build_model
 
     torch.manual_seed(0)
     model = build_model("causal", tokenizer, ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,

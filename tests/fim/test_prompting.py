@@ -10,7 +10,7 @@ from hf_lmobj.fim.format import FimTokens, fim_token_ids
 from hf_lmobj.fim.healing import heal_prompts
 from hf_lmobj.fim.prompting import fim_prompt_ids, fim_prompts, infill, left_padded, middle_ids
 from hf_lmobj.fim.transform import FimDraw, FimTransform
-from hf_lmobj.recipes.support.models import ModelArguments, build_model
+from hf_lmobj.models.stock import ModelArguments, build_model
 
 
 def _encode(tokenizer, text):

@@ -187,7 +187,7 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     import torch
 
     from hf_lmobj.corpus import build_tokenizer
-    from hf_lmobj.recipes.support.models import ModelArguments, build_model
+    from hf_lmobj.models.stock import ModelArguments, build_model
 
     folder = tmp_path_factory.mktemp("llama")
     tokenizer = build_tokenizer(vocab_size=512)
@@ -226,7 +226,7 @@ def test_the_classifier_recipe_keeps_its_model_when_the_scratch_comparison_fails
     import torch
 
     from hf_lmobj.corpus import build_tokenizer
-    from hf_lmobj.recipes.support.models import ModelArguments, build_model
+    from hf_lmobj.models.stock import ModelArguments, build_model
 
     encoder = tmp_path / "bert"
     tokenizer = build_tokenizer(vocab_size=512)

@@ -287,8 +287,8 @@ def tok():
 
 
 def _built(objective: str, tokenizer, aux=None, **sizes):
-    from hf_lmobj.recipes.support.auxiliary_pretraining import AuxiliaryArguments, build_pretraining_model
-    from hf_lmobj.recipes.support.models import ModelArguments
+    from hf_lmobj.models.pretraining import AuxiliaryArguments, build_pretraining_model
+    from hf_lmobj.models.stock import ModelArguments
 
     model_args = ModelArguments(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, **sizes)
     return build_pretraining_model(objective, tokenizer, model_args, AuxiliaryArguments(aux)), model_args

@@ -1,8 +1,8 @@
-"""What ``recipes/pretrain.py`` needs to pre-train with an auxiliary objective (MTP on causal, ELECTRA on masked).
+"""The model a pre-training run trains: a stock model, or one with an auxiliary objective (MTP on causal, ELECTRA on masked).
 
 * ``AuxiliaryArguments``: the recipe's extra argument dataclass (YAML keys / ``--flags``);
 * ``build_pretraining_model(objective, tokenizer, model_args, aux_args, seed)``: the stock model of
-  ``hf_lmobj.recipes.support.models.build_model`` when no auxiliary objective is asked for, else a
+  ``hf_lmobj.models.stock.build_model`` when no auxiliary objective is asked for, else a
   :class:`~hf_lmobj.models.mtp.MultiTokenPredictionModel` around it (causal) or an
   :class:`~hf_lmobj.models.electra.ElectraPretrainingModel` built from the same width / depth / heads (masked;
   those sizes are the discriminator's);
@@ -15,7 +15,7 @@ stock model (the causal LM, or the ELECTRA discriminator) where ``from_pretraine
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
-    >>> from hf_lmobj.recipes.support.models import ModelArguments
+    >>> from hf_lmobj.models.stock import ModelArguments
     >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
     >>> sizes = ModelArguments(hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
     >>> mtp = build_pretraining_model("causal", tok, sizes, AuxiliaryArguments("mtp", mtp_num_depths=2))
@@ -38,10 +38,9 @@ from transformers import ElectraConfig, PreTrainedTokenizerBase
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel
 from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.models.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
+from hf_lmobj.models.stock import ModelArguments, build_model, resolve_model_type
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.validation import check_length, check_number
-
-from .models import ModelArguments, build_model, resolve_model_type
 
 __all__ = [
     "AUXILIARY_BASE_OBJECTIVE",
