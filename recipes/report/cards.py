@@ -30,7 +30,9 @@ from typing import Any
 import yaml
 from huggingface_hub import ModelCard
 
-from hf_lmobj.card_data import (
+from hf_lmobj.objectives import get_objective
+
+from .card_data import (
     EVAL_RESULTS_SOURCE_URL,
     build_card_data,
     eval_results_entries,
@@ -39,7 +41,6 @@ from hf_lmobj.card_data import (
     merge_foreign_card_data,
     split_metrics,
 )
-from hf_lmobj.objectives import get_objective
 
 __all__ = [
     "DEFAULT_TEMPLATE_DIR",
@@ -111,7 +112,7 @@ def write_eval_results(
 ) -> list[Path]:
     """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
 
-    ``results`` as :func:`hf_lmobj.card_data.split_metrics` returns them (the model-index's own);
+    ``results`` as :func:`.card_data.split_metrics` returns them (the model-index's own);
     ``date`` defaults to today (UTC). Files an earlier hf_lmobj run wrote there are replaced (or
     removed); other files (results added by hand or by another tool) are kept.
     """

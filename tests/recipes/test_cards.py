@@ -17,7 +17,8 @@ import transformers
 from huggingface_hub import ModelCard
 from PIL import Image
 
-from hf_lmobj.card_data import OBJECTIVES, split_metrics
+from hf_lmobj.objectives import OBJECTIVES
+from hf_lmobj.recipes.report.card_data import split_metrics
 from hf_lmobj.recipes.report.cards import plot_loss_curve, write_model_card
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -19,20 +19,16 @@ import importlib.metadata
 import math
 import numbers
 import sys
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
+from hf_lmobj.objectives import ObjectiveSpec
 
 __all__ = [
     "FRAMEWORKS",
-    "ObjectiveSpec",
-    "OBJECTIVES",
-    "resolve_objective",
     "split_metrics",
     "framework_versions",
     "format_value",
@@ -66,16 +62,6 @@ _SPLITS = {"eval_": "validation", "validation_": "validation", "test_": "test"} 
 # Suffixes of prefixed keys that are run statistics, not results (eval_runtime, eval_num_tokens, ...).
 _NOT_RESULTS = ("runtime", "per_second", "samples", "steps", "tokens", "bytes", "seen", "epoch",
                 "preparation_time", "flos")  # fmt: skip
-
-
-def resolve_objective(objective: str) -> ObjectiveSpec:
-    """Deprecated: :func:`hf_lmobj.objectives.get_objective` (the one registry) reads a spec.
-
-    >>> resolve_objective("ul2").template
-    'span'
-    """
-    warnings.warn("resolve_objective is deprecated: use hf_lmobj.objectives.get_objective", DeprecationWarning, 2)
-    return get_objective(objective)
 
 
 def _as_number(key: str, value: Any) -> int | float:
