@@ -20,6 +20,8 @@ def layout_entries(readme: str) -> list[str]:
         if not match or len(match.group(1)) % 2:
             continue  # a description's continuation line
         depth = len(match.group(1)) // 2
+        if depth > len(parents):
+            continue  # deeper than a child of the last folder: a description's continuation line
         parents[depth:] = []
         path = "".join(parents) + match.group(2)
         paths.append(path)
@@ -48,5 +50,8 @@ def test_every_package_and_recipe_folder_is_in_the_layout():
 
 
 def test_the_parser_nests_entries_and_skips_descriptions():
-    readme = "x\n## Layout\n\n```\npkg/        the package\n  sub/       a sub-package, long\n             text: still\n  mod.py     a module\ntop.py       a file\n```\n"
+    readme = (
+        "x\n## Layout\n\n```\npkg/        the package\n  sub/       a sub-package, long\n             text: still\n"
+        "              other.py and text\n  mod.py     a module\ntop.py       a file\n```\n"
+    )
     assert layout_entries(readme) == ["pkg/", "pkg/sub/", "pkg/mod.py", "top.py"]
