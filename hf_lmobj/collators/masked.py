@@ -59,8 +59,8 @@ from hf_lmobj.collators._attention import (
 )
 from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.packing.bins import best_fit_decreasing, chunk_lengths
 from hf_lmobj.packing.masks import block_attention_mask, flash_attention_kwargs
+from hf_lmobj.packing.rows import Layout, chunk_documents, pack_layout
 from hf_lmobj.validation import (
     check_column_range,
     check_count,
@@ -252,9 +252,15 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         return masking.counter_uniforms(seeds, lengths)  # (2, N)
 
     def _layout(self, inputs, labels, starts, lengths, token_type_ids) -> dict[str, Any]:
-        """Place the stream's chunks in rows and build the matching masks / position ids."""
-        chunk_start, chunk_len = self._chunks(starts, lengths)
-        row, offset, fill = self._rows(chunk_len)
+        """Place the stream's chunks in rows (the causal collator's row layout) and build the masks / position ids."""
+        layout = self._placement(starts, lengths)
+        chunk_start, chunk_len, row, offset, fill = (
+            layout.starts,
+            layout.lengths,
+            layout.rows,
+            layout.offsets,
+            layout.fills,
+        )
         width = int(fill.max())
         if self.pad_to_multiple_of:
             width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
@@ -278,28 +284,12 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
             batch["masked_positions"] = torch.nonzero(batch["labels"].view(-1) != -100).flatten()
         return batch
 
-    def _chunks(self, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stream start and length of each chunk of at most ``max_length`` tokens, in order."""
-        if self.max_length is None or int(lengths.max()) <= self.max_length:
-            return starts, lengths
-        pieces = [chunk_lengths(n, self.max_length) for n in lengths.tolist()]
-        chunk_len = np.array([c for piece in pieces for c in piece], dtype=np.int64)
-        first = np.repeat(starts, [len(piece) for piece in pieces])
-        rank = np.concatenate([np.arange(len(piece)) for piece in pieces])
-        return first + rank * self.max_length, chunk_len
-
-    def _rows(self, chunk_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Row and in-row offset of every chunk, and each row's filled length."""
-        if not self.packing:
-            return np.arange(len(chunk_len)), np.zeros_like(chunk_len), chunk_len
-        bins = best_fit_decreasing(chunk_len.tolist(), self.max_length)
-        row = np.empty_like(chunk_len)
-        offset = np.empty_like(chunk_len)
-        for r, members in enumerate(bins):
-            sizes = chunk_len[members]
-            row[members], offset[members] = r, np.cumsum(sizes) - sizes
-        fill = np.bincount(row, weights=chunk_len, minlength=len(bins)).astype(np.int64)
-        return row, offset, fill
+    def _placement(self, starts: np.ndarray, lengths: np.ndarray) -> Layout:
+        """Chunks of at most ``max_length`` tokens: best-fit-decreasing into rows when packing, else one per row."""
+        if self.packing:
+            return pack_layout(starts, lengths, self.max_length)
+        chunk_start, chunk_len, _ = chunk_documents(starts, lengths, self.max_length)
+        return Layout(chunk_start, chunk_len, np.arange(chunk_len.size), np.zeros_like(chunk_len), chunk_len)
 
     def _packed_masks(self, place, chunk_len, chunk_start, fill, width) -> dict[str, Any]:
         """Position ids restarting per document (padding is a run of its own) and the mask."""
