@@ -42,16 +42,22 @@ from hf_lmobj.collators._noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
-from hf_lmobj.collators.features import refuse_numpy_call, token_ids
+from hf_lmobj.collators._seq2seq import (
+    encoder_decoder_batch,
+    feature_tokens,
+    pad_rows,
+    required_token_id,
+    resolve_decoder_start,
+    shift_right,
+)
+from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import (
     check_count,
     check_flag,
     check_has_targets,
     check_length,
     check_return_tensors,
-    check_token_id,
 )
 
 __all__ = [
@@ -98,54 +104,6 @@ def sentinel_token_ids(tokenizer: Any) -> list[int]:
             "model's embeddings (hf_lmobj.corpus.build_tokenizer() has 100)"
         )
     return ids
-
-
-def required_token_id(tokenizer: Any, name: str) -> int:
-    """``tokenizer.<name>_token_id``, or a ``ValueError`` saying how to set it."""
-    token_id = getattr(tokenizer, f"{name}_token_id", None)
-    if token_id is None:
-        raise ValueError(f"tokenizer has no {name} token; set tokenizer.{name}_token first")
-    return int(token_id)
-
-
-def resolve_decoder_start(explicit: int | None, model: Any, tokenizer: Any) -> int:
-    """The explicit id, else ``model.config.decoder_start_token_id``, else the pad id (as T5)."""
-    if explicit is not None:
-        return check_token_id(explicit, "decoder_start_token_id", len(tokenizer))
-    if model is not None:
-        start = getattr(getattr(model, "config", None), "decoder_start_token_id", None)
-        if start is None:
-            raise ValueError("model.config.decoder_start_token_id is None; pass decoder_start_token_id")
-        return int(start)
-    return required_token_id(tokenizer, "pad")
-
-
-def feature_tokens(feature: Mapping[str, Any], eos_token_id: int | None, vocab_size: int, index: int) -> torch.Tensor:
-    """A feature's ``input_ids`` (checked) as a 1D int64 tensor, one trailing EOS taken off."""
-    tokens = torch.from_numpy(token_ids(feature, index, vocab_size))  # (T,)
-    if eos_token_id is not None and len(tokens) and int(tokens[-1]) == eos_token_id:
-        tokens = tokens[:-1]
-    return tokens
-
-
-def pad_rows(rows: Sequence[torch.Tensor], width: int, value: int) -> torch.Tensor:
-    """Right-pad 1D rows into a (B, width) tensor."""
-    out = torch.full((len(rows), width), value, dtype=torch.long)  # (B, W)
-    for index, row in enumerate(rows):
-        out[index, : len(row)] = row
-    return out
-
-
-def shift_right(labels: torch.Tensor, decoder_start_token_id: int, pad_token_id: int) -> torch.Tensor:
-    """Decoder inputs: ``[start] + labels[:, :-1]``, with -100 turned into the pad id (as T5).
-
-    Example:
-        >>> shift_right(torch.tensor([[7, 8, -100]]), 0, 0).tolist()
-        [[0, 7, 8]]
-    """
-    start = torch.full_like(labels[:, :1], decoder_start_token_id)  # (B, 1)
-    shifted = torch.cat([start, labels[:, :-1]], dim=1)  # (B, T)
-    return shifted.masked_fill(shifted == IGNORE_INDEX, pad_token_id)
 
 
 def check_enough_sentinels(
@@ -284,22 +242,15 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         )
 
     def _assemble(self, rows: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        inputs = [row[0] for row in rows]
-        targets = [row[1] for row in rows]
-        if self.input_length is not None:
-            in_width, target_width = self.input_length, self.targets_length
-        else:
-            in_width = round_up(max(len(r) for r in inputs), self.pad_to_multiple_of)
-            target_width = round_up(max(len(r) for r in targets), self.pad_to_multiple_of)
-        input_ids = pad_rows(inputs, in_width, self.pad_token_id)  # (B, T_in)
-        attention_mask = pad_rows([torch.ones_like(r) for r in inputs], in_width, 0)  # (B, T_in)
-        labels = pad_rows(targets, target_width, IGNORE_INDEX)  # (B, T_out)
-        return {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "labels": labels,
-            "decoder_input_ids": shift_right(labels, self.decoder_start_token_id, self.pad_token_id),
-        }
+        return encoder_decoder_batch(
+            [row[0] for row in rows],
+            [row[1] for row in rows],
+            pad_token_id=self.pad_token_id,
+            decoder_start_token_id=self.decoder_start_token_id,
+            input_width=self.input_length,
+            target_width=self.targets_length if self.input_length is not None else None,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        )
 
 
 def _corrupt_piece(

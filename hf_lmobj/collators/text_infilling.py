@@ -27,15 +27,9 @@ import torch
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators._noise import random_segmentation
+from hf_lmobj.collators._seq2seq import encoder_decoder_batch, required_token_id, resolve_decoder_start
 from hf_lmobj.collators.features import refuse_numpy_call, token_ids
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.collators.span import (
-    pad_rows,
-    required_token_id,
-    resolve_decoder_start,
-    shift_right,
-)
-from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import (
     check_count,
     check_flag,
@@ -224,13 +218,10 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
         bodies = [self._body(feature, index) for index, feature in enumerate(features)]
         seeds = example_seeds(features, self.seed, self.epoch)  # seed=None: fresh on every call
         pairs = [self._noise_body(body, seed) for body, seed in zip(bodies, seeds)]
-        sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
-        in_width = round_up(max(map(len, sources)), self.pad_to_multiple_of)
-        target_width = round_up(max(map(len, targets)), self.pad_to_multiple_of)
-        labels = pad_rows(targets, target_width, IGNORE_INDEX)  # (B, T_out)
-        return {
-            "input_ids": pad_rows(sources, in_width, self.pad_token_id),  # (B, T_in)
-            "attention_mask": pad_rows([torch.ones_like(s) for s in sources], in_width, 0),
-            "labels": labels,
-            "decoder_input_ids": shift_right(labels, self.decoder_start_token_id, self.pad_token_id),
-        }
+        return encoder_decoder_batch(
+            [p[0] for p in pairs],
+            [p[1] for p in pairs],
+            pad_token_id=self.pad_token_id,
+            decoder_start_token_id=self.decoder_start_token_id,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        )

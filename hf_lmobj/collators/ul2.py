@@ -38,17 +38,16 @@ from hf_lmobj.collators._noise import (
     random_spans_noise_mask,
     span_corrupt,
 )
-from hf_lmobj.collators.features import refuse_numpy_call
-from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.collators.span import (
-    check_enough_sentinels,
+from hf_lmobj.collators._seq2seq import (
+    encoder_decoder_batch,
     feature_tokens,
     pad_rows,
     required_token_id,
     resolve_decoder_start,
-    sentinel_token_ids,
-    shift_right,
 )
+from hf_lmobj.collators.features import refuse_numpy_call
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
+from hf_lmobj.collators.span import check_enough_sentinels, sentinel_token_ids
 from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.validation import check_count, check_flag, check_length, check_number, check_return_tensors
 
@@ -270,16 +269,15 @@ class DataCollatorForUL2(DataCollatorMixin):
         parts = [self._corrupt_tokens(t, s)[1:] for t, s in zip(tokens, seeds)]
         if self.decoder_only:
             return self._decoder_only_batch(parts)
-        inputs, targets = [p[0] for p in parts], [p[1] for p in parts]
-        in_width = self.input_length or round_up(max(map(len, inputs)), self.pad_to_multiple_of)
-        target_width = self.targets_length or round_up(max(map(len, targets)), self.pad_to_multiple_of)
-        labels = pad_rows(targets, target_width, IGNORE_INDEX)  # (B, T_out)
-        return {
-            "input_ids": pad_rows(inputs, in_width, self.pad_token_id),  # (B, T_in)
-            "attention_mask": pad_rows([torch.ones_like(r) for r in inputs], in_width, 0),
-            "labels": labels,
-            "decoder_input_ids": shift_right(labels, self.decoder_start_token_id, self.pad_token_id),
-        }
+        return encoder_decoder_batch(
+            [p[0] for p in parts],
+            [p[1] for p in parts],
+            pad_token_id=self.pad_token_id,
+            decoder_start_token_id=self.decoder_start_token_id,
+            input_width=self.input_length,
+            target_width=self.targets_length,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        )
 
     def _decoder_only_batch(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
         rows = [torch.cat([prefix, target]) for prefix, target in parts]
