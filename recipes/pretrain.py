@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 def parse_arguments(argv: list[str] | None) -> PretrainArguments:
     """The config file and the command line as argument groups, each value checked before any work."""
     args = PretrainArguments(*parse_args_with_config(ARGUMENT_CLASSES, cpu_aware_argv(argv), description=__doc__))
-    a = args
-    check_pretrain_arguments(a.data, a.model, a.auxiliary, a.fim, a.report, a.runtime, a.training)
+    check_pretrain_arguments(args.data, args.model, args.auxiliary, args.fim, args.report, args.runtime, args.training)
     return args
 
 
@@ -126,6 +125,7 @@ def _prepare_data(run: Run, model, splits, streamed: bool) -> None:
     else:
         run.data = prepare_pretraining_data(a.data.objective, run.tokenizer, splits, a.data, a.fim, model, seed)
         run.validation = splits["validation"]
+    run.validation_texts = list(run.validation[a.data.text_column])
     run.cases = infilling_cases(run.validation, a.data.text_column, a.fim)
     if run.data.train_documents is not None and a.data.report_sample_tokens:  # the report's n-gram sample
         run.data.train_documents = bounded_documents(run.data.train_documents, a.data.report_sample_tokens)
@@ -166,7 +166,7 @@ def evaluate(run: Run, metrics: dict[str, float]) -> None:
         if run.threads:
             run.threads.adapt()
         progress = not a.training.disable_tqdm and trainer.is_world_process_zero()
-        texts = list(run.validation[a.data.text_column])
+        texts = run.validation_texts
         metrics.update(score_validation_texts(predictor, run.tokenizer, texts, a.data, a.report, progress))
     if a.fim.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
         with run.timer.phase("infilling"):
@@ -180,8 +180,7 @@ def report(run: Run, metrics: dict[str, float]) -> None:
     """The baselines, ``metrics.json``, the card and the printed report (main process only)."""
     a, baselines = run.args, {}
     if get_objective(a.data.objective).scores_text:
-        texts = list(run.validation[a.data.text_column])
-        baselines = baseline_bits_per_byte(run.data, run.tokenizer, texts, a.report, run.timer)
+        baselines = baseline_bits_per_byte(run.data, run.tokenizer, run.validation_texts, a.report, run.timer)
         metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
     write_and_report(run, metrics, baselines)
 

@@ -61,6 +61,7 @@ class Run:
     tokenizer: Any = None
     data: ObjectiveData | None = None
     validation: Any = None  # the validation text split
+    validation_texts: list[str] = field(default_factory=list)  # its texts, scored after training
     cases: Any = None  # the infilling cases, drawn before training
     trainer: Any = None
     budget: StepBudget | None = None
