@@ -102,8 +102,8 @@ def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int,
         raise ValueError(f"source {spec['name']!r} has no 'train' split")
     if held_out:
         train = train.skip(held_out)
-    spec = get_objective(objective)
-    add_bos, add_eos = spec.next_token, not spec.encoder_decoder  # an encoder-decoder's collator adds its EOS
+    objective_spec = get_objective(objective)  # an encoder-decoder's collator adds its own EOS
+    add_bos, add_eos = objective_spec.next_token, not objective_spec.encoder_decoder
     return TextStream(train, tokenizer, spec["text_column"], add_bos, add_eos, name=spec["name"], encode=encode)
 
 

@@ -89,3 +89,26 @@ def test_fim_from_a_token_store_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="token store does not hold"):
         args = ["--config", str(ROOT / "recipes/configs/causal/fim_demo.yaml"), *QUICK, *BOUNDED]
         load_recipe().main([*args, "--token_store", str(tmp_path), "--output_dir", str(tmp_path / "o")])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from hf_lmobj.corpus import build_tokenizer
+
+    return build_tokenizer(vocab_size=512, max_documents=20)
+
+
+@pytest.mark.parametrize(
+    "objective, first_key", [("causal", "position_ids"), ("masked", "labels"), ("span", "decoder_input_ids")]
+)
+def test_a_streamed_text_source_makes_batches_for_each_objective(jsonl_folder, tokenizer, objective, first_key):
+    """Fast: the streamed text source opens and yields collated batches (the slow runs above train on it)."""
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.data.prepare_stream import prepare_pipeline_data
+
+    args = DataArguments(objective=objective, dataset_name=str(jsonl_folder), streaming=True, max_length=64,
+                         max_validation_documents=4, block_documents=8)  # fmt: skip
+    data, validation = prepare_pipeline_data(objective, tokenizer, args, batch_size=2)
+    batch = next(iter(data.train_dataset.shard(0, 1)))["batch"]  # a batch with its stream position
+    assert first_key in batch and batch["input_ids"].shape[0] == 2
+    assert validation.num_rows == 4
