@@ -56,6 +56,8 @@ MOVED: dict[str, str] = {
     # collators: named by the objective; the feature checks are public (the FIM collator uses them)
     "hf_lmobj.collators.bart": "hf_lmobj.collators.text_infilling",
     "hf_lmobj.collators._features": "hf_lmobj.collators.features",
+    # what only the recipes' cards used moved to them (the objective's card facts are the registry's)
+    "hf_lmobj.card_data": "hf_lmobj.recipes.report.card_data",
 }
 
 #: Files between an ``import`` statement and the warning besides importlib's frozen bootstrap: this one, import_module's.

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
@@ -31,6 +31,8 @@ __all__ = [
     "get_objective",
     "canonical_name",
     "objective_names",
+    "loss_family",
+    "objective_of_variant",
 ]
 
 
@@ -59,6 +61,7 @@ class ObjectiveSpec:
     data: Literal["packed", "pieces"] | None = None
     accuracy_metric: str | None = None  # the report's target-token accuracy key (None: it scores text instead)
     pretraining: bool = True
+    variants: tuple[str, ...] = ()  # what rides on it: fim and mtp on causal, electra on masked
 
     def __post_init__(self) -> None:
         if self.next_token and self.encoder_decoder:
@@ -86,7 +89,7 @@ _SPECS = (
         "causal", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.", next_token=True,
         encoder_decoder=False, auto_class="AutoModelForCausalLM", task="text-generation",
         pipeline_tag="text-generation", template="causal", architectures=("llama", "gpt2"),
-        collator="DataCollatorForCausalLM", data="packed",
+        collator="DataCollatorForCausalLM", data="packed", variants=("fim", "mtp"),
     ),
     ObjectiveSpec(
         "masked", "Masked language modeling (MLM, BERT)",
@@ -94,7 +97,7 @@ _SPECS = (
         "token, some kept, and the model predicts the originals.", next_token=False, encoder_decoder=False,
         auto_class="AutoModelForMaskedLM", task="fill-mask", pipeline_tag="fill-mask", template="masked",
         architectures=("bert", "roberta"), collator="DataCollatorForMaskedLM", data="pieces",
-        accuracy_metric="eval_masked_accuracy",
+        accuracy_metric="eval_masked_accuracy", variants=("electra",),
     ),
     ObjectiveSpec(
         "span", "Span corruption (T5)",
@@ -151,24 +154,28 @@ def canonical_name(name: str) -> str:
     return DEPRECATED_NAMES.get(name, name)
 
 
-def get_objective(objective: str | ObjectiveSpec, *, field: str = "objective") -> ObjectiveSpec:
+def get_objective(
+    objective: str | ObjectiveSpec, *, field: str = "objective", among: Collection[str] | None = None
+) -> ObjectiveSpec:
     """The spec of an objective word (or the spec itself); an old name warns, anything else is refused.
 
-    ``field`` names the argument in the messages (``--objective``, ``objective=``).
+    ``field`` names the argument in the messages (``--objective``, ``objective=``); ``among`` limits the
+    words the caller takes (default: every word), and the messages list exactly those.
 
     Example:
         >>> get_objective("masked").accuracy_metric
         'eval_masked_accuracy'
-        >>> get_objective("gpt")
+        >>> get_objective("gpt", among=("causal", "masked"))
         Traceback (most recent call last):
         ...
-        ValueError: objective must be one of ['causal', 'masked', 'span', 'ul2', 'text_infilling', 'prefix_lm', 'sequence_classification'], got 'gpt'
+        ValueError: objective must be one of ['causal', 'masked'], got 'gpt'
     """
     if isinstance(objective, ObjectiveSpec):
         return objective
     if not isinstance(objective, str):
         raise TypeError(f"{field} must be an objective word (a str), got {type(objective).__name__}: {objective!r}")
-    if objective in DEPRECATED_NAMES:
+    allowed = list(OBJECTIVES) if among is None else list(among)
+    if objective in DEPRECATED_NAMES and DEPRECATED_NAMES[objective] in allowed:
         new = DEPRECATED_NAMES[objective]
         warnings.warn(
             f"{field} {objective!r} is deprecated and will be removed in the next release: use {new!r}",
@@ -176,6 +183,37 @@ def get_objective(objective: str | ObjectiveSpec, *, field: str = "objective") -
             stacklevel=3,
         )
         objective = new
-    if objective not in OBJECTIVES:
-        raise ValueError(f"{field} must be one of {list(OBJECTIVES)}, got {objective!r}")
+    if objective not in allowed:
+        raise ValueError(f"{field} must be one of {allowed}, got {objective!r}")
     return OBJECTIVES[objective]
+
+
+def loss_family(objective: str | ObjectiveSpec) -> str:
+    """The first objective word whose targets are scored alike (span for every encoder-decoder objective).
+
+    Stored data that depends on the loss alone (a checkpoint's data fingerprint) records this word, so
+    an old name, an inferred objective and an explicit one of the same family agree.
+
+    >>> loss_family("ul2"), loss_family("seq2seq"), loss_family("prefix_lm")
+    ('span', 'span', 'causal')
+    """
+    spec = OBJECTIVES[canonical_name(objective)] if isinstance(objective, str) else objective
+    return next(
+        s.name
+        for s in OBJECTIVES.values()
+        if (s.next_token, s.encoder_decoder) == (spec.next_token, spec.encoder_decoder)
+    )
+
+
+def objective_of_variant(variant: str) -> ObjectiveSpec:
+    """The objective a variant (``fim``, ``mtp``, ``electra``) rides on.
+
+    >>> objective_of_variant("electra").name
+    'masked'
+    """
+    for spec in OBJECTIVES.values():
+        if variant in spec.variants:
+            return spec
+    raise ValueError(
+        f"{variant!r} is no objective's variant; variants: {[v for s in OBJECTIVES.values() for v in s.variants]}"
+    )

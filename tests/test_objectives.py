@@ -115,3 +115,47 @@ def test_the_rule_catches_comparisons_and_tables():
     source = 'if objective == "clm": pass\nok = kind in ("span", "ul2")\nT = {"causal": 1, "masked": 2}\nx = y == "z"'
     assert objective_comparisons(source) == [(1, "clm"), (2, "span"), (2, "ul2"), (3, "causal"), (3, "masked")]
     assert len(CODE) > 50, "the rule must read the package and the recipes"
+
+
+def test_loss_families_group_the_words_whose_targets_are_scored_alike():
+    from hf_lmobj.objectives import loss_family
+
+    assert {name: loss_family(name) for name in OBJECTIVES} == {
+        "causal": "causal", "masked": "masked", "span": "span", "ul2": "span", "text_infilling": "span",
+        "prefix_lm": "causal", "sequence_classification": "masked",
+    }  # fmt: skip
+    assert loss_family("seq2seq") == "span"  # a first-release fingerprint resumes as its family
+
+
+def test_variants_name_the_objective_they_ride_on():
+    from hf_lmobj.objectives import objective_of_variant
+
+    assert objective_of_variant("fim").name == objective_of_variant("mtp").name == "causal"
+    assert objective_of_variant("electra").name == "masked"
+    with pytest.raises(ValueError, match="no objective's variant"):
+        objective_of_variant("bert")
+
+
+def test_callers_list_only_the_words_they_take():
+    with pytest.raises(ValueError, match=r"must be one of \['causal', 'masked'\], got 'ul2'"):
+        get_objective("ul2", among=("causal", "masked"))
+    with pytest.raises(ValueError) as refused:
+        check_objective("gpt")
+    assert "sequence_classification" not in str(refused.value)
+    with pytest.warns(DeprecationWarning):
+        assert get_objective("mlm", among=("masked",)).name == "masked"
+    with pytest.raises(ValueError, match="got 'mlm'"):  # an old name of a word the caller does not take
+        get_objective("mlm", among=("causal",))
+
+
+@pytest.mark.parametrize("saved, trained", [("seq2seq", "ul2"), ("span", "text_infilling"), ("causal", "prefix_lm")])
+def test_a_checkpoint_fingerprint_compares_by_loss_family(saved, trained):
+    from hf_lmobj.objectives import loss_family
+    from hf_lmobj.trainer.checkpoints import check_fingerprint
+    from hf_lmobj.trainer.pipeline_training import comparable_fingerprint
+
+    check_fingerprint(
+        comparable_fingerprint({"objective": saved, "seed": 0}), {"objective": loss_family(trained), "seed": 0}
+    )
+    with pytest.raises(ValueError, match="objective"):
+        check_fingerprint(comparable_fingerprint({"objective": saved}), {"objective": loss_family("masked")})

@@ -116,10 +116,7 @@ class DataArguments:
     SECTION: ClassVar[str] = "data"
 
     def __post_init__(self) -> None:
-        spec = get_objective(self.objective)
-        if spec.data is None:
-            raise ValueError(f"objective must be one of {RECIPE_OBJECTIVES} (the recipes prepare their data), "
-                             f"got {self.objective!r}")  # fmt: skip
+        spec = get_objective(self.objective, among=RECIPE_OBJECTIVES)  # the objectives whose data is prepared here
         self.objective = spec.name
         for name in ("dataset_name", "dataset_config", "tokenizer_name", "token_store"):
             setattr(self, name, check_name(getattr(self, name), name, optional=True))

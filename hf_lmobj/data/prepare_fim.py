@@ -115,9 +115,8 @@ def _check_baseline_file(path: str | None) -> None:
 
 
 def _is_causal(objective: str) -> bool:
-    """FIM rides on packed next-token rows: the causal objective."""
-    spec = get_objective(objective)
-    return spec.next_token and spec.data == "packed"
+    """Whether FIM rides on ``objective`` (the causal objective: packed next-token rows)."""
+    return "fim" in get_objective(objective).variants
 
 
 def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> None:

@@ -39,7 +39,7 @@ from hf_lmobj.models.auxiliary_model import AuxiliaryModel
 from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.models.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.models.stock import ModelArguments, build_model, resolve_model_type
-from hf_lmobj.objectives import get_objective
+from hf_lmobj.objectives import get_objective, objective_of_variant
 from hf_lmobj.validation import check_length, check_number
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 #: auxiliary objective -> the pre-training objective (``DataArguments.objective``) it rides on
-AUXILIARY_BASE_OBJECTIVE = {"mtp": "causal", "electra": "masked"}
+AUXILIARY_BASE_OBJECTIVE = {aux: objective_of_variant(aux).name for aux in ("mtp", "electra")}
 
 
 @dataclass

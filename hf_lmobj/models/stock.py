@@ -1,8 +1,8 @@
 """Small models of stock architectures, built from config for each objective (no download).
 
 ``build_model`` returns a stock ``transformers`` model: a Llama or GPT-2 decoder for ``causal``, a
-BERT or RoBERTa encoder for ``masked``, a T5 encoder-decoder for span corruption (``span``, ``ul2``,
-``bart`` use T5 or BART). With ``model_name_or_path`` it loads that checkpoint instead, through
+BERT or RoBERTa encoder for ``masked``, a T5 encoder-decoder for ``span`` and ``ul2``, a BART for
+``text_infilling`` (each objective's ``architectures`` in :mod:`hf_lmobj.objectives`). With ``model_name_or_path`` it loads that checkpoint instead, through
 the normal ``from_pretrained`` path (a Hub id or a local folder).
 
 A model reads at most :func:`position_limit` tokens per row (its position table; none for T5's
@@ -106,9 +106,7 @@ def resolve_model_type(objective: str, args: ModelArguments) -> str:
         >>> resolve_model_type("causal", ModelArguments()), resolve_model_type("span", ModelArguments())
         ('llama', 't5')
     """
-    objective = get_objective(objective).name
-    if objective not in OBJECTIVE_ARCHITECTURES:
-        raise ValueError(f"objective must be one of {sorted(OBJECTIVE_ARCHITECTURES)}, got {objective!r}")
+    objective = get_objective(objective, among=OBJECTIVE_ARCHITECTURES).name
     model_type = args.model_type or OBJECTIVE_ARCHITECTURES[objective][0]
     if model_type not in OBJECTIVE_ARCHITECTURES[objective]:
         raise ValueError(

@@ -1,4 +1,4 @@
-"""Row layout behind :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`: chunks placed in rows.
+"""The one row layout of the causal and the masked collators: documents cut into chunks, chunks placed in rows.
 
 A batch is a flat token stream (every feature's tokens back to back) and its documents, given as
 arrays of flat ``starts`` and ``lengths``. Documents longer than ``max_length`` are cut into

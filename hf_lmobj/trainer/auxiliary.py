@@ -65,15 +65,16 @@ from hf_lmobj.models.auxiliary_model import AuxiliaryModel
 from hf_lmobj.models.electra import ElectraPretrainingModel, electra_loss
 from hf_lmobj.models.mtp import MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
+from hf_lmobj.objectives import objective_of_variant
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.objectives import base_model_of, capture_head, check_objective, linear_head, model_inputs
 
 __all__ = ["Auxiliary", "AUXILIARY_OBJECTIVES", "EVAL_SAMPLING_STEP", "AuxiliaryObjectiveTrainer"]
 
 Auxiliary = Literal["mtp", "electra"]
-AUXILIARY_OBJECTIVES: dict[type, tuple[str, str]] = {  # model class -> (auxiliary name, objective)
-    MultiTokenPredictionModel: ("mtp", "causal"),
-    ElectraPretrainingModel: ("electra", "masked"),
+AUXILIARY_OBJECTIVES: dict[type, tuple[str, str]] = {  # model class -> (auxiliary name, the objective it rides on)
+    MultiTokenPredictionModel: ("mtp", objective_of_variant("mtp").name),
+    ElectraPretrainingModel: ("electra", objective_of_variant("electra").name),
 }
 EVAL_SAMPLING_STEP = -1  # ELECTRA evaluation draws: keyed by (args.seed, -1, row), never a training step's
 

@@ -1,9 +1,9 @@
-"""``ObjectiveTrainer``: a ``transformers.Trainer`` whose loss is exact for all three objectives.
+"""``ObjectiveTrainer``: a ``transformers.Trainer`` whose loss is exact for every objective of the registry.
 
 What it changes, and only that:
 
 * **the loss** (``compute_loss``): the batch's targets for the objective (causal: ``shift_labels``
-  or ``labels`` shifted; masked: the selected positions; seq2seq: the target tokens) are scored
+  or ``labels`` shifted; masked: the selected positions; encoder-decoder: the target tokens) are scored
   from the final hidden states and the output embedding with ``linear_cross_entropy``, so the
   ``[tokens, vocab]`` logits are never built and unscored positions cost nothing. Models whose
   head is not a plain ``nn.Linear`` (LoRA on the head, logit scaling after it) fall back to the
@@ -56,7 +56,7 @@ from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
-from hf_lmobj.objectives import ObjectiveSpec, get_objective
+from hf_lmobj.objectives import ObjectiveSpec, get_objective, loss_family
 from hf_lmobj.trainer.objectives import (
     Objective,
     capture_head,
@@ -202,7 +202,7 @@ class ObjectiveTrainer(Trainer):
     def _data_fingerprint(self) -> dict[str, Any] | None:
         if not isinstance(self.train_dataset, PretrainingStream):
             return None
-        return data_fingerprint(self.train_dataset, self.objective)
+        return data_fingerprint(self.train_dataset, loss_family(self.objective))
 
     def _take_data_resume(self) -> dict | None:
         state, self._data_resume = self._data_resume, None

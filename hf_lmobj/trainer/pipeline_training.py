@@ -29,7 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
-from hf_lmobj.objectives import canonical_name
+from hf_lmobj.objectives import OBJECTIVES, canonical_name, loss_family
 from hf_lmobj.trainer.checkpoints import (
     DATA_STATE_NAME,
     check_checkpoint,
@@ -87,6 +87,18 @@ def data_fingerprint(stream: PretrainingStream, objective: str) -> dict[str, Any
     return {**stream.fingerprint(), "objective": objective}
 
 
+def comparable_fingerprint(saved: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's data fingerprint with its objective as a loss family, whatever release wrote the word.
+
+    >>> comparable_fingerprint({"objective": "seq2seq", "seed": 0})
+    {'objective': 'span', 'seed': 0}
+    """
+    saved = dict(saved)
+    if canonical_name(str(saved.get("objective"))) in OBJECTIVES:
+        saved["objective"] = loss_family(saved["objective"])
+    return saved
+
+
 def checked_resume(
     resume_from_checkpoint: str | bool | None, output_dir: str, fingerprint: dict[str, Any] | None, ignore: bool
 ) -> tuple[str | None, dict | None]:
@@ -105,10 +117,7 @@ def checked_resume(
     if fingerprint is None:
         return str(folder), None
     state = read_data_state(folder)
-    saved = dict(state["fingerprint"])
-    if "objective" in saved:  # a checkpoint of the first release names its objective the old way
-        saved["objective"] = canonical_name(saved["objective"])
-    check_fingerprint(saved, fingerprint, ignore)
+    check_fingerprint(comparable_fingerprint(state["fingerprint"]), fingerprint, ignore)
     return str(folder), state
 
 

@@ -1,10 +1,10 @@
-"""What a model card says, as data: each objective's description, the model-index results, versions.
+"""What a model card says, as data: the model-index results, tags, versions (the objective's own facts: the registry).
 
 :func:`split_metrics` separates a run's evaluation results (loss, perplexity, bits per byte,
 accuracy, per split) from its run statistics; :func:`build_card_data` turns the results into the
 ``huggingface_hub.ModelCardData`` whose YAML the Hub reads (library, license, datasets, tags, base
 model, ``model-index``). Rendering the README from the ``model_cards/`` templates and plotting the
-loss curve are the recipes' part (``hf_lmobj.recipes.report.cards``); everything here needs only
+loss curve are :mod:`.cards`' part; everything here needs only
 ``huggingface_hub``.
 
 Example:

@@ -64,10 +64,10 @@ from typing import Any, Literal, Union
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from hf_lmobj.objectives import DEPRECATED_NAMES, OBJECTIVES
+from hf_lmobj.objectives import DEPRECATED_NAMES
 
 __all__ = [
-    "RENAMED_FOLDERS",
+    "renamed_folders",
     "shipped_configs",
     "resolve_config",
     "config_sections",
@@ -83,9 +83,6 @@ CONFIG_HELP = (
     "win over the file"
 )
 
-#: Shipped config folders renamed after their objective word: old folder -> new one. ``clm/demo`` still
-#: resolves (to ``causal/demo``), with a DeprecationWarning naming the new name.
-RENAMED_FOLDERS = {old: OBJECTIVES[new].template for old, new in DEPRECATED_NAMES.items()}
 #: The section of ``TrainingArguments``, which cannot carry a ``SECTION`` attribute of its own here.
 TRAINING_SECTION = "training"
 #: The top-level key naming the config a file overrides.
@@ -106,11 +103,18 @@ def shipped_configs() -> list[str]:
     return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("*/*.yaml"))
 
 
+def renamed_folders() -> dict[str, str]:
+    """Shipped config folders renamed after their objective word: the first release's name -> today's
+    (``clm`` -> ``causal``, ``mlm`` -> ``masked``), read from the registry's old names and the shipped tree."""
+    return {old: new for old, new in DEPRECATED_NAMES.items() if (_configs_root() / new).is_dir()}
+
+
 def resolve_config(name: str | Path) -> Path:
     """A path to an existing file, else a shipped config name (``causal/demo`` or ``causal/demo.yaml``).
 
-    A name in a renamed folder (:data:`RENAMED_FOLDERS`: ``clm/demo``, ``mlm/bert_tiny``) resolves to
-    its new home with a ``DeprecationWarning`` naming the new name.
+    A name or a path through a renamed folder (:func:`renamed_folders`: ``clm/demo``,
+    ``recipes/configs/mlm/bert_tiny.yaml``) resolves to its new home with a ``DeprecationWarning``
+    naming the new one.
 
     Raises:
         ValueError: neither a file nor a shipped config; the message lists the shipped names.
@@ -119,21 +123,30 @@ def resolve_config(name: str | Path) -> Path:
     if path.is_file():
         return path
     relative = path if path.suffix == ".yaml" else path.with_suffix(".yaml")
-    if len(relative.parts) > 1 and relative.parts[0] in RENAMED_FOLDERS:
-        moved = Path(RENAMED_FOLDERS[relative.parts[0]], *relative.parts[1:])
-        if (_configs_root() / moved).is_file():
-            new_name = (moved if path.suffix == ".yaml" else moved.with_suffix("")).as_posix()
-            warnings.warn(
-                f"--config {name} is now {new_name} (the shipped config folders are named by objective: "
-                f"{', '.join(f'{old}/ -> {new}/' for old, new in RENAMED_FOLDERS.items())})",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            relative = moved
-    shipped = _configs_root() / relative
-    if shipped.is_file():
-        return shipped
+    if (_configs_root() / relative).is_file():
+        return _configs_root() / relative
+    moved = _through_renamed_folder(path)
+    if moved is not None:
+        warnings.warn(
+            f"--config {name} is now {moved} (the shipped config folders are named by objective: "
+            f"{', '.join(f'{old}/ -> {new}/' for old, new in renamed_folders().items())})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return resolve_config(moved)
     raise ValueError(f"--config {name}: no such file, nor a shipped config; shipped: {', '.join(shipped_configs())}")
+
+
+def _through_renamed_folder(path: Path) -> str | None:
+    """``path`` with its renamed folder (the last part that is one) renamed, when that names a config."""
+    renamed = renamed_folders()
+    for index in reversed(range(len(path.parts) - 1)):
+        if path.parts[index] in renamed:
+            moved = Path(*path.parts[:index], renamed[path.parts[index]], *path.parts[index + 1 :])
+            with_suffix = moved if moved.suffix == ".yaml" else moved.with_suffix(".yaml")
+            if moved.is_file() or (_configs_root() / with_suffix).is_file():
+                return moved.as_posix()
+    return None
 
 
 def config_sections(dataclass_types: Sequence[type]) -> dict[str, type]:
