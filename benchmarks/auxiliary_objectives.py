@@ -30,7 +30,6 @@ import dataclasses
 import importlib.util
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,11 +51,8 @@ CONFIGS = ROOT / "recipes" / "configs"
 
 
 def _recipe_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_recipe", ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """``recipes/<name>.py`` as ``hf_lmobj.recipes.<name>`` (its relative imports resolve in the package)."""
+    return importlib.import_module(f"hf_lmobj.recipes.{name}")
 
 
 def parse_config(config: str, overrides: list[str]):
@@ -152,25 +148,40 @@ def equal_time_steps(plain_steps: int, plain_sps: float, aux_sps: float) -> int:
     return max(1, round(plain_steps * plain_sps / aux_sps))
 
 
+def equal_time_arms(configs: tuple[str, str], names: tuple[str, str], splits, cache, scale: float,
+                    calibration: tuple) -> tuple[tuple[Arm, Arm], tuple[int, int], tuple[float, float]]:  # fmt: skip
+    """The plain and the auxiliary arm of ``configs`` (checked to share their setup), their steps (the plain arm's
+    ``max_steps`` x ``scale``, and the auxiliary arm's steps of the same training time) and their seconds per
+    step (printed with ``names``)."""
+    plain, auxiliary = (Arm(config, [], splits, cache) for config in configs)
+    check_same_setup(plain, auxiliary)
+    plain_sps, aux_sps = seconds_per_step([plain, auxiliary], *calibration)
+    print(
+        f"seconds per step ({calibration[2]} clock): {names[0]} {plain_sps:.2f}, {names[1]} {aux_sps:.2f}", flush=True
+    )
+    plain_steps = max(1, round(plain.train_args.max_steps * scale))
+    steps = (plain_steps, equal_time_steps(plain_steps, plain_sps, aux_sps))
+    return (plain, auxiliary), steps, (plain_sps, aux_sps)
+
+
+def timed_training(arm: Arm, steps: int, folder: str):
+    """The trainer of ``arm`` after ``steps`` training steps in ``folder``, its train runtime and the CPU seconds."""
+    trainer = arm.trainer(steps, folder)
+    cpu = time.process_time()
+    runtime = trainer.train().metrics["train_runtime"]
+    return trainer, runtime, time.process_time() - cpu
+
+
 # ---- MTP ---------------------------------------------------------------------------------------
 def compare_mtp(splits, cache, scale: float, out: Path, calibration: tuple = (6, 3, "wall")) -> dict:
-    plain = Arm("causal/demo.yaml", [], splits, cache)
-    mtp = Arm("causal/mtp_demo.yaml", [], splits, cache)
-    check_same_setup(plain, mtp)
-    plain_sps, mtp_sps = seconds_per_step([plain, mtp], *calibration)
-    print(f"seconds per step ({calibration[2]} clock): next-token {plain_sps:.2f}, MTP {mtp_sps:.2f}", flush=True)
-    plain_steps = max(1, round(plain.train_args.max_steps * scale))
-    steps = {
-        "next-token": plain_steps,
-        "next-token + MTP (D=1, lambda 0.3)": equal_time_steps(plain_steps, plain_sps, mtp_sps),
-    }
+    (plain, mtp), (plain_steps, mtp_steps), (plain_sps, mtp_sps) = equal_time_arms(
+        ("causal/demo.yaml", "causal/mtp_demo.yaml"), ("next-token", "MTP"), splits, cache, scale, calibration
+    )
+    steps = {"next-token": plain_steps, "next-token + MTP (D=1, lambda 0.3)": mtp_steps}
     rows = []
     texts = list(splits["validation"]["text"])
     for (name, n), arm in zip(steps.items(), (plain, mtp)):
-        trainer = arm.trainer(n, str(out / name.split()[0]))
-        cpu = time.process_time()
-        runtime = trainer.train().metrics["train_runtime"]
-        cpu = time.process_time() - cpu
+        trainer, runtime, cpu = timed_training(arm, n, str(out / name.split()[0]))
         model = token_predictor(trainer.model).eval()
         report = plain.report_args  # both arms scored with the same windows
         window = report.score_max_length or plain.data_args.max_length
@@ -194,24 +205,15 @@ def compare_electra(
     out: Path,
     calibration: tuple = (6, 3, "wall"),
 ) -> dict:
-    bert = Arm("masked/bert_tiny.yaml", [], splits, cache)
-    electra = Arm("masked/electra_tiny.yaml", [], splits, cache)
-    check_same_setup(bert, electra)
-    bert_sps, electra_sps = seconds_per_step([bert, electra], *calibration)
-    print(f"seconds per step ({calibration[2]} clock): BERT {bert_sps:.2f}, ELECTRA {electra_sps:.2f}", flush=True)
-    bert_steps = max(1, round(bert.train_args.max_steps * scale))
-    arms = {
-        "BERT MLM": (bert, bert_steps),
-        "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, equal_time_steps(bert_steps, bert_sps, electra_sps)),
-    }
+    (bert, electra), (bert_steps, electra_steps), (bert_sps, electra_sps) = equal_time_arms(
+        ("masked/bert_tiny.yaml", "masked/electra_tiny.yaml"), ("BERT", "ELECTRA"), splits, cache, scale, calibration
+    )
+    arms = {"BERT MLM": (bert, bert_steps), "ELECTRA (generator 1/4, MLM + 50 RTD)": (electra, electra_steps)}
     finetune = _recipe_module("finetune_classifier")
     rows = []
     for name, (arm, n) in arms.items():
         folder = out / name.split()[0].lower()
-        trainer = arm.trainer(n, str(folder))
-        cpu = time.process_time()
-        runtime = trainer.train().metrics["train_runtime"]
-        cpu = time.process_time() - cpu
+        trainer, runtime, cpu = timed_training(arm, n, str(folder))
         trainer.save_model(str(folder))
         arm.tokenizer.save_pretrained(folder)
         for task in tasks:

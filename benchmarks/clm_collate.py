@@ -82,14 +82,19 @@ def chunks(documents: list[list[int]]) -> list[list[int]]:
     return [doc[i : i + MAX_LENGTH] for doc in documents for i in range(0, len(doc), MAX_LENGTH)]
 
 
-def best_seconds(run: Callable[[], Any], repeats: int = REPEATS) -> float:
+def timings(run: Callable[[], Any], repeats: int = REPEATS) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``run`` (each output dropped before the next call)."""
     seconds = []
     for _ in range(repeats):
         start = time.perf_counter()
         out = run()
         seconds.append(time.perf_counter() - start)
         del out
-    return min(seconds)
+    return seconds
+
+
+def best_seconds(run: Callable[[], Any], repeats: int = REPEATS) -> float:
+    return min(timings(run, repeats))
 
 
 def batch_bytes(batch: dict) -> int:
@@ -99,12 +104,7 @@ def batch_bytes(batch: dict) -> int:
 # ------------------------------------------------------------------------------ section 1
 def measure(name: str, run: Callable[[], list[dict]], total_tokens: int, pad_id: int) -> dict:
     """Best-of-REPEATS seconds of ``run`` (which collates every batch) and its figures."""
-    seconds = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        out = run()
-        seconds.append(time.perf_counter() - start)
-        del out
+    seconds = timings(run)
     out = run()
     real = cells = 0
     for batch in out:
@@ -284,7 +284,7 @@ def pack_dataset_table(tokenizer) -> None:
 # ------------------------------------------------------------------------------ section 4
 def _forward_backward(kind: str, queue) -> None:
     """Runs in a fresh process: one forward + backward of a tiny Llama on ``kind``'s batch."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _tiny import tiny_llama
 
     torch.set_num_threads(1)
     tokenizer = build_tokenizer()
@@ -293,18 +293,7 @@ def _forward_backward(kind: str, queue) -> None:
         batch = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, return_shift_labels=False)(features)
     else:
         batch = {**DataCollatorWithFlattening()(features), "use_cache": False}
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=8192,
-        attn_implementation="sdpa",
-    )
-    model = LlamaForCausalLM(config).train()
+    model = tiny_llama(len(tokenizer), 64, 2, heads=4, ffn=128, attn_implementation="sdpa").train()
     seconds = []
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for _ in range(2):

@@ -51,20 +51,9 @@ Row = tuple[str, str, str, str]
 
 
 def _llama(vocab: int, device: str, attn: str, hidden: int = 256, layers: int = 4):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _tiny import tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=4 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=hidden // 64,
-        num_key_value_heads=hidden // 64,
-        max_position_embeddings=8192,
-        attn_implementation=attn,
-    )
-    return LlamaForCausalLM(config).to(device=device, dtype=torch.bfloat16).eval()
+    return tiny_llama(vocab, hidden, layers, attn_implementation=attn).to(device=device, dtype=torch.bfloat16).eval()
 
 
 def _attention_cases(device: str) -> list[str]:

@@ -31,7 +31,6 @@ there too (LightEval 0.13.0 hashes ``str``, which xxhash 4 refuses: lighteval#13
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import os
@@ -40,11 +39,9 @@ import types
 from importlib.metadata import version as package_version
 from pathlib import Path
 
-import torch
-from lm_eval_parity import train_tiny_model  # the sibling benchmark's tiny GPT-2
+from lm_eval_parity import parity_setup  # the sibling benchmark's command line and tiny GPT-2
 
 import hf_lmobj.metrics.lighteval_tasks as lighteval_tasks
-from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 from hf_lmobj.metrics.lighteval_tasks import FIGURES, TASK_NAME, build_tasks_table, write_text_dataset
 from hf_lmobj.metrics.scoring import (
     bits_per_byte_from_sums,
@@ -140,20 +137,8 @@ def our_figures(model_dir: str, texts: list[str], max_length: int) -> dict[str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max_length", type=int, default=64, help="Tokens per window.")
-    parser.add_argument("--documents", type=int, default=6, help="Held-out stdlib files scored.")
-    parser.add_argument("--max_chars", type=int, default=3000, help="Characters kept of each held-out file.")
-    parser.add_argument("--train_steps", type=int, default=60)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    torch.set_num_threads(2)
-
-    corpus = load_stdlib_corpus(max_documents=400)
-    tokenizer = build_tokenizer(vocab_size=1024, max_documents=400)
-    model = train_tiny_model(tokenizer, corpus["train"]["text"][:200], args.train_steps, args.seed)
-    texts = [t[: args.max_chars] for t in corpus["validation"]["text"] if t.strip()][: args.documents]
+    args, model, tokenizer, texts = parity_setup(__doc__.splitlines()[0], "Tokens per window.")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir, data_dir = str(Path(tmp) / "model"), Path(tmp) / "data"
         model.save_pretrained(model_dir)

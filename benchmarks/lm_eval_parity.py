@@ -24,7 +24,8 @@ import math
 import tempfile
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from _tiny import tiny_gpt2
+from transformers import GPT2LMHeadModel
 
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
 from hf_lmobj.metrics.scoring import score_texts
@@ -32,10 +33,7 @@ from hf_lmobj.metrics.scoring import score_texts
 
 def train_tiny_model(tokenizer, texts: list[str], steps: int, seed: int) -> GPT2LMHeadModel:
     """A 2-layer GPT-2 trained for ``steps`` on 64-token chunks: enough for context to matter."""
-    torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=64, n_layer=2, n_head=2, n_positions=256,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)  # fmt: skip
-    model = GPT2LMHeadModel(config)
+    model = tiny_gpt2(tokenizer, 64, 2, heads=2, positions=256, seed=seed)
     ids = [t for text in texts for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
     chunks = torch.tensor(ids[: len(ids) // 64 * 64]).view(-1, 64)  # (N, 64)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -78,9 +76,11 @@ def our_figures(model, tokenizer, texts: list[str], max_length: int) -> dict[str
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max_length", type=int, default=64, help="Tokens per window (lm-eval's max_length).")
+def parity_setup(description: str, max_length_help: str):
+    """A parity benchmark's parsed command line, then what it scores: the tiny GPT-2 trained on 200 stdlib files,
+    its tokenizer, and the held-out texts (on 2 torch threads)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--max_length", type=int, default=64, help=max_length_help)
     parser.add_argument("--documents", type=int, default=6, help="Held-out stdlib files scored.")
     parser.add_argument("--max_chars", type=int, default=3000, help="Characters kept of each held-out file.")
     parser.add_argument("--train_steps", type=int, default=60)
@@ -92,6 +92,11 @@ def main() -> None:
     tokenizer = build_tokenizer(vocab_size=1024, max_documents=400)
     model = train_tiny_model(tokenizer, corpus["train"]["text"][:200], args.train_steps, args.seed)
     texts = [t[: args.max_chars] for t in corpus["validation"]["text"] if t.strip()][: args.documents]
+    return args, model, tokenizer, texts
+
+
+def main() -> None:
+    args, model, tokenizer, texts = parity_setup(__doc__.splitlines()[0], "Tokens per window (lm-eval's max_length).")
     with tempfile.TemporaryDirectory() as model_dir:
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)

@@ -18,24 +18,15 @@ import tempfile
 import time
 
 import torch
-from transformers import BertConfig, BertForMaskedLM, TrainingArguments
+from _tiny import tiny_bert
+from transformers import TrainingArguments
 
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
 def build(batch: int, length: int, vocab: int, seed: int = 0):
     """A tiny BERT and a batch with ~15% of positions selected (labels -100 elsewhere)."""
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=vocab,
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=512,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    model = BertForMaskedLM(config)
+    model = tiny_bert(vocab, 128, 2, dropout=0.0, seed=seed)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1000, vocab, (batch, length), generator=g)  # (B, T)
     selected = torch.rand(batch, length, generator=g) < 0.15  # (B, T)

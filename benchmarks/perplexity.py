@@ -18,8 +18,9 @@ import time
 
 import numpy as np
 import torch
+from _tiny import tiny_gpt2
 from torch.nn import CrossEntropyLoss
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging
 
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
@@ -97,16 +98,9 @@ def main() -> None:
     logging.disable_progress_bar()
 
     tokenizer = build_tokenizer(vocab_size=1024, max_documents=300)
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_embd=128,
-        n_layer=4,
-        n_head=4,
-        n_positions=args.max_length,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = GPT2LMHeadModel(config).eval()  # weights from the default init; untrained is fine for timing
+    # weights from the default init (no seed); untrained is fine for timing
+    model = tiny_gpt2(tokenizer, 128, 4, heads=4, positions=args.max_length, seed=None).eval()
+    config = model.config
     texts = make_texts(tokenizer, args.texts, args.max_length)
     lengths = sorted((len(tokenizer(t)["input_ids"]) + 1 for t in texts), reverse=True)  # + BOS
     hub_cells = len(texts) * lengths[0]  # the Hub method pads every text to the longest one

@@ -106,14 +106,10 @@ def stock_dataset(files: list[str], tok):
 
 
 def build_model(tok):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _tiny import tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=ROW,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)  # fmt: skip
-    return LlamaForCausalLM(config)
+    return tiny_llama(len(tok), 32, 1, heads=2, ffn=64, positions=ROW, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)  # fmt: skip
 
 
 def trainer_for(kind: str, files: list[str], out: Path, max_steps: int, save: bool, callbacks=()):

@@ -15,7 +15,7 @@ import argparse
 import time
 
 import torch
-from transformers import T5Config, T5ForConditionalGeneration
+from _tiny import tiny_t5
 
 from hf_lmobj.collators.span import DataCollatorForSpanCorruption
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
@@ -55,19 +55,7 @@ def main() -> None:
     collate = seconds_per_call(lambda: collator(features), args.collate_repeats)
     batch = collator(features)
 
-    config = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=128,
-        d_kv=32,
-        d_ff=512,
-        num_layers=2,
-        num_heads=4,
-        decoder_start_token_id=tokenizer.pad_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    model = T5ForConditionalGeneration(config).train()
+    model = tiny_t5(tokenizer, 128, 2, heads=4).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def train_step() -> None:

@@ -37,16 +37,11 @@ def _sizes(quick: bool) -> dict:
 
 
 def _model(sizes: dict, device: str):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _tiny import tiny_llama
 
-    torch.manual_seed(0)
-    h = sizes["hidden"]
-    config = LlamaConfig(
-        vocab_size=sizes["vocab"], hidden_size=h, intermediate_size=4 * h, num_hidden_layers=sizes["layers"],
-        num_attention_heads=h // 64, num_key_value_heads=h // 64, max_position_embeddings=sizes["seq"],
-        tie_word_embeddings=False,
-    )  # fmt: skip
-    return LlamaForCausalLM(config).to(device)
+    model = tiny_llama(sizes["vocab"], sizes["hidden"], sizes["layers"], positions=sizes["seq"],
+                       tie_word_embeddings=False)  # fmt: skip
+    return model.to(device)
 
 
 def _step(trainer, model, batch: dict, device: str) -> tuple[float, float, float]:

@@ -39,22 +39,10 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def tiny_gpt2(tokenizer):
-    """A tiny GPT-2 (2 layers, width 32) from config, seeded, in eval mode."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+    """A tiny GPT-2 (2 layers, width 32, 256 positions) from config, seeded, in eval mode."""
+    from tests.testing_utils import tiny_gpt2
 
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        n_positions=256,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(1234)
-        return GPT2LMHeadModel(config).eval()
+    return tiny_gpt2(tokenizer, positions=256, seed=1234).eval()
 
 
 @pytest.fixture(autouse=True)

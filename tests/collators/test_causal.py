@@ -15,59 +15,25 @@ from transformers import (
     BambaForCausalLM,
     BloomConfig,
     BloomForCausalLM,
-    GPT2Config,
-    GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
     MambaConfig,
     MambaForCausalLM,
-    OPTConfig,
-    OPTForCausalLM,
 )
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.packing.bins import chunk_lengths
+from tests.testing_utils import assert_each_document_alone, packed_documents, tiny_gpt2, tiny_llama, tiny_opt
 
 IMPLS = ("eager", "sdpa")
 KINDS = ("gpt2", "llama")
 
 
 def tiny_model(kind: str, impl: str, vocab: int, seed: int = 0, context: int = 64):
-    """Hidden 32, 2 layers, ``context`` positions. GPT-2's dropout is zeroed: it is noise, not a
-    leak, and would make train-mode logits differ run to run."""
-    torch.manual_seed(seed)
+    """Hidden 32, 2 layers, ``context`` positions, attention ``impl``. GPT-2's dropout is zeroed: it is noise,
+    not a leak, and would make train-mode logits differ run to run."""
+    ids = dict(bos_token_id=1, eos_token_id=2)
     if kind == "gpt2":
-        config = GPT2Config(
-            vocab_size=vocab,
-            n_embd=32,
-            n_layer=2,
-            n_head=2,
-            n_positions=context,
-            bos_token_id=1,
-            eos_token_id=2,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-        )
-        return _with_impl(GPT2LMHeadModel, config, impl)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=context,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
-    return _with_impl(LlamaForCausalLM, config, impl)
-
-
-def _with_impl(cls, config, impl):
-    config._attn_implementation = impl
-    return cls(config)
+        return tiny_gpt2(vocab_size=vocab, positions=context, dropout=0.0, seed=seed, attn_implementation=impl, **ids)
+    return tiny_llama(vocab_size=vocab, positions=context, seed=seed, attn_implementation=impl, pad_token_id=0, **ids)
 
 
 def random_docs(lengths, vocab, seed=0, end=None):
@@ -147,11 +113,6 @@ def test_add_bos_eos_follow_the_tokenizer_and_are_idempotent(tokenizer):
 
 
 # --------------------------------------------------------------------------- packing mode
-def doc_spans(position_ids_row):
-    starts = (position_ids_row == 0).nonzero().flatten().tolist() + [len(position_ids_row)]
-    return list(zip(starts[:-1], starts[1:]))
-
-
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("mode", ("train", "eval"))
@@ -163,21 +124,6 @@ def test_packed_logits_equal_each_document_alone(kind, impl, mode, tokenizer):
     assert "attention_mask" not in batch  # O(B x T): the model builds its block-causal mask itself
     model = getattr(tiny_model(kind, impl, vocab), mode)()  # default config: use_cache=True
     assert_each_document_alone(model, batch, docs)
-
-
-def assert_each_document_alone(model, batch, docs, tolerance=1e-5):
-    """Packed logits of every document equal its logits run alone (< tolerance), each doc found once."""
-    with torch.no_grad():
-        packed = model(**batch).logits  # (B, T, V)
-        seen = []
-        for row in range(packed.shape[0]):
-            for start, end in doc_spans(batch["position_ids"][row]):
-                ids = batch["input_ids"][row, start:end]
-                if end > start and ids.tolist() in docs:
-                    alone = model(input_ids=ids[None]).logits[0]
-                    assert (alone - packed[row, start:end]).abs().max() < tolerance
-                    seen.append(ids.tolist())
-    assert sorted(seen) == sorted(docs)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -232,32 +178,15 @@ def test_packed_loss_equals_per_document_reference_and_last_positions_get_no_gra
     torch.testing.assert_close(out.loss.detach(), nll / count)
     grad = out.logits.grad  # (B, T, V)
     assert torch.equal(grad[:, -1], torch.zeros_like(grad[:, -1]))
-    for row in range(grad.shape[0]):
-        for _, end in doc_spans(batch["position_ids"][row]):
-            assert torch.equal(grad[row, end - 1], torch.zeros_like(grad[row, end - 1]))
-
-
-def tiny_opt(vocab: int, impl: str = "sdpa", context: int = 64):
-    """OPT builds its causal mask without position_ids: packed documents need a 4D mask."""
-    torch.manual_seed(0)
-    config = OPTConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        ffn_dim=64,
-        max_position_embeddings=context,
-        word_embed_proj_dim=32,
-        dropout=0.0,
-    )
-    return _with_impl(OPTForCausalLM, config, impl)
+    for row, _, end in packed_documents(batch):
+        assert torch.equal(grad[row, end - 1], torch.zeros_like(grad[row, end - 1]))
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_model_whose_mask_ignores_position_ids_gets_the_4d_mask(impl, tokenizer):
     vocab = len(tokenizer)
     docs = random_docs([11, 3, 7, 16, 5], vocab, seed=5)
-    model = tiny_opt(vocab, impl).eval()
+    model = tiny_opt(vocab, dropout=0.0, attn_implementation=impl).eval()  # its mask ignores position_ids
     plain = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, attn_implementation=impl)
     leaky = plain([{"input_ids": d} for d in docs])
     with torch.no_grad(), pytest.raises(AssertionError):  # position_ids alone: OPT mixes documents
@@ -270,7 +199,7 @@ def test_model_whose_mask_ignores_position_ids_gets_the_4d_mask(impl, tokenizer)
 
 def test_4d_mask_is_built_for_long_rows_only_when_asked(tokenizer):
     vocab = len(tokenizer)
-    model = tiny_opt(vocab, context=4096)
+    model = tiny_opt(vocab, 4096, dropout=0.0, attn_implementation="sdpa")
     collator = DataCollatorForCausalLM(tokenizer, max_length=4096, packing=True, model=model)
     with pytest.raises(ValueError, match="packed_attention='4d_mask'"):
         collator([{"input_ids": [5] * 3000}, {"input_ids": [6] * 1000}])
@@ -311,23 +240,13 @@ def test_model_that_cannot_take_packed_documents_is_refused(tokenizer):
 @pytest.mark.parametrize("mode", ("train", "eval"))
 def test_model_checked_for_position_ids_isolates_documents(name, mode, tokenizer):
     """Other families the code check clears for position_ids (Mistral: a sliding window of 8)."""
-    from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers import MistralForCausalLM, Qwen2ForCausalLM
 
     vocab = len(tokenizer)
-    common = dict(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(0)
     if name == "mistral":
-        model = MistralForCausalLM(MistralConfig(**common, sliding_window=8))
+        model = tiny_llama(vocab_size=vocab, kv_heads=1, cls=MistralForCausalLM, sliding_window=8)
     else:
-        model = Qwen2ForCausalLM(Qwen2Config(**common))
+        model = tiny_llama(vocab_size=vocab, kv_heads=1, cls=Qwen2ForCausalLM)
     docs = random_docs([11, 3, 7, 16, 5, 1, 9], vocab, seed=6)
     collator = DataCollatorForCausalLM(tokenizer, max_length=16, packing=True, model=model)
     batch = collator([{"input_ids": d} for d in docs])
@@ -436,12 +355,11 @@ def test_packing_keeps_every_token_once_and_never_predicts_across_documents(docs
     ids, labels, shift, pos = (batch[k] for k in ("input_ids", "labels", "shift_labels", "position_ids"))
     assert ids.shape[1] <= max_length
     got = []
-    for row in range(ids.shape[0]):
-        for start, end in doc_spans(pos[row]):
-            if ids[row, start] != tokenizer.pad_token_id:  # ids are >= 5: pad (0) only pads
-                got.append((ids[row, start:end].tolist(), labels[row, start:end].tolist()))
-            else:
-                assert (labels[row, start:end] == -100).all()
+    for row, start, end in packed_documents(batch):
+        if ids[row, start] != tokenizer.pad_token_id:  # ids are >= 5: pad (0) only pads
+            got.append((ids[row, start:end].tolist(), labels[row, start:end].tolist()))
+        else:
+            assert (labels[row, start:end] == -100).all()
     assert sorted(got) == sorted(expected)
     assert torch.equal(shift[:, :-1], labels[:, 1:]) and (shift[:, -1] == -100).all()
     # a target at t is always the next token of the same document

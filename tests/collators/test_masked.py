@@ -5,21 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-import transformers
-from transformers import (
-    BertConfig,
-    BertForMaskedLM,
-    ModernBertConfig,
-    ModernBertForMaskedLM,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    Trainer,
-    TrainingArguments,
-)
+from transformers import ModernBertForMaskedLM, RobertaForMaskedLM, Trainer, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
 from hf_lmobj.collators.seeding import CollatorEpochCallback
+from tests.testing_utils import assert_each_document_alone, packed_documents, tiny_bert
 
 #: select every eligible token and keep it as is: the inputs come out unchanged (layout tests)
 UNCHANGED = {"mlm_probability": 1.0, "mask_replace_prob": 0.0, "random_replace_prob": 0.0}
@@ -151,11 +142,7 @@ def test_packing_keeps_every_token_once_and_restarts_positions(tokenizer):
     assert sorted(batch["input_ids"][real].tolist()) == sorted(t for d in docs for t in d)
     assert batch["input_ids"].shape[0] == 5  # 271 tokens, one 100-token doc split as 64 + 36
     assert batch["attention_mask"].shape == (5, 1, 64, 64)
-    pieces = []
-    for r in range(5):
-        pos = batch["position_ids"][r]
-        starts = (pos == 0).nonzero().flatten().tolist() + [64]
-        pieces += [batch["input_ids"][r, a:b].tolist() for a, b in zip(starts, starts[1:])]
+    pieces = [batch["input_ids"][r, a:b].tolist() for r, a, b in packed_documents(batch)]
     expected = [d for d in docs if len(d) <= 64] + [docs[5][:64], docs[5][64:]]
     assert sorted(p for p in pieces if p[0] != tokenizer.pad_token_id) == sorted(expected)
 
@@ -186,33 +173,19 @@ def test_long_packed_rows_get_the_dense_mask_only_when_asked(tokenizer):
 
 
 def _tiny_encoder(name: str, tok, impl: str):
-    common = dict(
-        vocab_size=len(tok),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        pad_token_id=tok.pad_token_id,
-        attn_implementation=impl,
-    )
-    torch.manual_seed(0)
+    """A tiny BERT, RoBERTa or ModernBERT (3 layers: sliding-window ones among them) of 80 positions, in eval
+    mode, and the collator arguments it needs."""
     if name == "bert":
-        return BertForMaskedLM(BertConfig(**common, max_position_embeddings=80)).eval(), {}
+        return tiny_bert(tok, positions=80, attn_implementation=impl).eval(), {}
     if name == "roberta":
-        model = RobertaForMaskedLM(RobertaConfig(**common, max_position_embeddings=80))
+        model = tiny_bert(tok, positions=80, cls=RobertaForMaskedLM, attn_implementation=impl)
         return model.eval(), {"position_ids_start": tok.pad_token_id + 1}
-    config = ModernBertConfig(
-        **{**common, "num_hidden_layers": 3},
-        local_attention=16,
-        global_attn_every_n_layers=2,
-        max_position_embeddings=80,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        cls_token_id=tok.bos_token_id,
-        sep_token_id=tok.eos_token_id,
-    )
-    assert "sliding_attention" in config.layer_types
-    return ModernBertForMaskedLM(config).eval(), {"sliding_window": config.sliding_window}
+    model = tiny_bert(tok, positions=80, layers=3, cls=ModernBertForMaskedLM, attn_implementation=impl,
+                      local_attention=16, global_attn_every_n_layers=2, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, cls_token_id=tok.bos_token_id,
+                      sep_token_id=tok.eos_token_id)  # fmt: skip
+    assert "sliding_attention" in model.config.layer_types
+    return model.eval(), {"sliding_window": model.config.sliding_window}
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
@@ -226,21 +199,11 @@ def test_each_packed_document_has_its_logits_alone(tokenizer, name, impl):
     )
     batch = collator(docs)
     batch.pop("labels")
-    start = extra.get("position_ids_start", 0)
-    found, worst, naive = 0, 0.0, 0.0
+    found = assert_each_document_alone(model, batch, docs, position_start=extra.get("position_ids_start", 0))
     with torch.no_grad():
         packed = model(**batch).logits
         unmasked = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).logits
-        for r in range(batch["input_ids"].shape[0]):
-            bounds = (batch["position_ids"][r] == start).nonzero().flatten().tolist() + [64]
-            for a, b in zip(bounds, bounds[1:]):
-                if batch["input_ids"][r, a:b].tolist() in docs:
-                    alone = model(input_ids=batch["input_ids"][r : r + 1, a:b]).logits[0]
-                    worst = max(worst, (alone - packed[r, a:b]).abs().max().item())
-                    naive = max(naive, (alone - unmasked[r, a:b]).abs().max().item())
-                    found += 1
-    assert found == len(docs)
-    assert worst < 1e-5
+    naive = max((alone - unmasked[r, a:b]).abs().max().item() for r, a, b, alone in found)
     assert naive > 1e-3  # without the block mask documents do see each other
     if name == "modernbert":  # one 4D mask for all layers would widen the sliding-window layers
         wide = DataCollatorForMaskedLM(tokenizer, **UNCHANGED, packing=True, max_length=64, attn_implementation=impl)(
@@ -358,15 +321,8 @@ def test_word_ids_with_none_drive_whole_words_even_without_token_markers():
 
 def test_model_supplies_attention_implementation_and_mask_dtype(tokenizer):
     """``model=`` means the same as in the causal and seq2seq collators: what the batch must match."""
-    config = transformers.BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=16,
-        attn_implementation="eager",
-    )
-    model = transformers.BertForMaskedLM(config).to(torch.bfloat16)
+    model = tiny_bert(vocab_size=len(tokenizer), width=16, layers=1, ffn=16, attn_implementation="eager")
+    model = model.to(torch.bfloat16)
     collator = DataCollatorForMaskedLM(tokenizer, model=model, max_length=32, packing=True, seed=0)
     assert (collator.attn_implementation, collator.mask_dtype) == ("eager", torch.bfloat16)
     ids = tokenizer("def f(x):\n    return x\n", add_special_tokens=False)["input_ids"]

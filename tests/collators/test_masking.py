@@ -24,35 +24,23 @@ def _wordpiece() -> PreTrainedTokenizerFast:
     core.normalizer = normalizers.BertNormalizer(lowercase=False)
     core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     core.decoder = decoders.WordPiece()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    core.train_from_iterator(
-        _texts(), trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials, show_progress=False)
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
+    specials = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                "mask_token": "[MASK]"}  # fmt: skip
+    trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=list(specials.values()), show_progress=False)
+    core.train_from_iterator(_texts(), trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=core, **specials)
 
 
 def _unigram() -> PreTrainedTokenizerFast:
     core = Tokenizer(models.Unigram())
     core.pre_tokenizer = pre_tokenizers.Metaspace()
     core.decoder = decoders.Metaspace()
-    specials = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]
-    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", show_progress=False)
+    specials = {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>",
+                "mask_token": "<mask>"}  # fmt: skip
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=list(specials.values()), unk_token="<unk>",
+                                      show_progress=False)  # fmt: skip
     core.train_from_iterator(_texts(), trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        pad_token="<pad>",
-        unk_token="<unk>",
-        bos_token="<s>",
-        eos_token="</s>",
-        mask_token="<mask>",
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=core, **specials)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from transformers import BartConfig, BartForConditionalGeneration
 from transformers.models.bart.modeling_bart import shift_tokens_right
 
 from hf_lmobj.collators.text_infilling import (
@@ -17,6 +16,7 @@ from hf_lmobj.collators.text_infilling import (
     poisson_span_lengths,
     text_infilling,
 )
+from tests.testing_utils import assert_right_padded, tiny_bart
 
 MASK = 4
 
@@ -106,22 +106,8 @@ def test_sentence_permutation_keeps_every_sentence():
 
 
 def test_collator_outputs_for_bart(tokenizer):
-    config = BartConfig(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=256,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id,
-    )
-    model = BartForConditionalGeneration(config)
+    model = tiny_bart(tokenizer, positions=256)
+    config = model.config
     newline = tokenizer.convert_tokens_to_ids("Ċ")
     collator = DataCollatorForTextInfilling(
         tokenizer, model=model, seed=0, permute_sentences=True, sentence_end_token_ids=[newline]
@@ -141,12 +127,8 @@ def test_collator_outputs_for_bart(tokenizer):
     # which the model's loss would then train on): labels end in -100, inputs in pad under mask 0.
     pad = tokenizer.pad_token_id
     for row, feature in enumerate(features):
-        labels, inputs = batch["labels"][row].tolist(), batch["input_ids"][row].tolist()
-        target = [bos] + feature["input_ids"]
-        assert labels == target + [-100] * (len(labels) - len(target))
-        m = int(batch["attention_mask"][row].sum())
-        assert batch["attention_mask"][row].tolist() == [1] * m + [0] * (len(inputs) - m)
-        assert inputs[m:] == [pad] * (len(inputs) - m) and pad not in inputs[:m]
+        inputs, labels = assert_right_padded(batch, row, pad)
+        assert labels == [bos] + feature["input_ids"] and pad not in inputs
     assert batch["labels"].eq(-100).any()  # the shorter row is padded: the checks above bite
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration
 
 from hf_lmobj.collators._noise import corrupted_lengths
 from hf_lmobj.collators.span import sentinel_token_ids
 from hf_lmobj.collators.ul2 import UL2_DENOISERS, DataCollatorForUL2, Denoiser, ul2_lengths
-from tests.testing_utils import real, reconstruct
+from tests.testing_utils import assert_right_padded, real, reconstruct, tiny_llama, tiny_t5
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -86,51 +85,20 @@ def test_weights_choose_the_denoiser(tokenizer):
 
 
 def test_encoder_decoder_model_takes_ul2_batches(tokenizer):
-    torch.manual_seed(0)
-    config = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        d_kv=16,
-        d_ff=64,
-        num_layers=2,
-        num_heads=2,
-        decoder_start_token_id=tokenizer.pad_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = T5ForConditionalGeneration(config)
+    model = tiny_t5(tokenizer)
     collator = DataCollatorForUL2(tokenizer, model=model, seed=0)
     batch = collator([{"input_ids": list(range(300, 300 + n))} for n in (30, 80, 55)])
     assert torch.equal(batch["decoder_input_ids"], model._shift_right(batch["labels"]))
-    # Padding, position by position: a padded label is -100 (never the pad id, which a seq2seq loss
-    # would train on), a padded input is the pad id under a 0 in the attention mask.
     modes = {tokenizer.convert_tokens_to_ids(t) for t in ("[R]", "[S]", "[X]")}
-    sentinels, eos, pad = set(sentinel_token_ids(tokenizer)), tokenizer.eos_token_id, tokenizer.pad_token_id
+    sentinels, eos = set(sentinel_token_ids(tokenizer)), tokenizer.eos_token_id
     for row, n in enumerate((30, 80, 55)):
-        labels, inputs = batch["labels"][row].tolist(), batch["input_ids"][row].tolist()
-        mask = batch["attention_mask"][row].tolist()
-        k, m = labels.index(-100) if -100 in labels else len(labels), sum(mask)
-        assert labels[k:] == [-100] * (len(labels) - k) and -100 not in labels[:k] and labels[k - 1] == eos
-        assert mask == [1] * m + [0] * (len(mask) - m) and inputs[m:] == [pad] * (len(inputs) - m)
-        assert inputs[0] in modes and inputs[m - 1] == eos
+        inputs, labels = assert_right_padded(batch, row, tokenizer.pad_token_id)
+        assert labels[-1] == eos and inputs[0] in modes and inputs[-1] == eos
         original = list(range(300, 300 + n))
         if sentinels.isdisjoint(inputs):  # [S], prefix LM: the input is a prefix, the label the rest
-            assert inputs[1 : m - 1] + labels[: k - 1] == original
+            assert inputs[1:-1] + labels[:-1] == original
         else:
-            assert reconstruct(inputs[1 : m - 1], labels[:k], sentinels, eos) == original
-
-
-def tiny_llama(vocab_size: int) -> LlamaForCausalLM:
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-    )
-    config._attn_implementation = "eager"
-    return LlamaForCausalLM(config).eval()
+            assert reconstruct(inputs[1:-1], labels, sentinels, eos) == original
 
 
 def test_prefix_lm_variant_is_bidirectional_on_the_prefix_only(tokenizer):
@@ -144,7 +112,7 @@ def test_prefix_lm_variant_is_bidirectional_on_the_prefix_only(tokenizer):
     assert batch["labels"][0, prefix:].tolist() == list(range(330, 340)) + [tokenizer.eos_token_id]
     assert batch["labels"][1, 1 + 15 + 1 + 5 + 1 :].eq(-100).all()  # padding
 
-    model = tiny_llama(len(tokenizer))
+    model = tiny_llama(vocab_size=len(tokenizer), positions=2048, attn_implementation="eager").eval()
     with torch.no_grad():
         base = model(**batch).logits
         changed_prefix = batch["input_ids"].clone()

@@ -7,13 +7,13 @@ import os
 import datasets
 import numpy as np
 import pytest
-import torch
-from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
+from transformers import TrainingArguments
 
 from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import PretrainingStream, RowFormat
 from hf_lmobj.trainer.checkpoints import COMPLETE_NAME, DATA_STATE_NAME, latest_complete_checkpoint
+from tests.testing_utils import tiny_gpt2
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,7 @@ def _trainer(tok, out, seed=0, max_length=32, **kwargs) -> ObjectiveTrainer:
     )
     collator = DataCollatorForCausalLM(tok, max_length=max_length, return_use_cache=False)
     stream = PretrainingStream([docs], RowFormat("packed", max_length), collator, 2, seed=seed)
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, n_positions=64))
+    model = tiny_gpt2(vocab_size=len(tok), width=16, layers=1)
     args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=2, max_steps=4, save_strategy="steps",
                              save_steps=2, report_to=[], use_cpu=True, disable_tqdm=True, logging_steps=1)  # fmt: skip
     return ObjectiveTrainer(model=model, args=args, train_dataset=stream, **kwargs)

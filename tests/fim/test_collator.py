@@ -16,6 +16,7 @@ from hf_lmobj.fim.collator import DataCollatorForFillInTheMiddle, fim_dataset
 from hf_lmobj.fim.format import FimTokens, fim_mode, fim_token_ids, undo_fim
 from hf_lmobj.fim.transform import FimDraw, FimTransform
 from hf_lmobj.packing.dataset import pack_dataset
+from tests.testing_utils import assert_each_document_alone, packed_documents
 
 
 @pytest.fixture(scope="module")
@@ -281,20 +282,12 @@ def test_packed_fim_documents_stay_isolated(tokenizer, corpus, ids):
         tokenizer, fim_rate=1.0, seed=0, max_length=128, packing=True, model=model
     )
     batch = collator(docs)
-    with torch.no_grad():
-        packed = model(**{k: v for k, v in batch.items() if k not in ("labels", "shift_labels")}).logits  # (B, T, V)
-        for row in range(batch["input_ids"].shape[0]):
-            positions = batch["position_ids"][row]
-            starts = (positions == 0).nonzero().flatten().tolist() + [positions.numel()]
-            for begin, end in zip(starts, starts[1:]):
-                document = batch["input_ids"][row, begin:end]
-                if bool((document == tokenizer.pad_token_id).all()):
-                    continue  # the row's padding
-                assert fim_mode(document.tolist(), ids) in ("psm", "spm")  # a whole FIM'd document per segment
-                alone = model(input_ids=document[None]).logits[0]  # (L, V)
-                torch.testing.assert_close(packed[row, begin:end], alone, atol=1e-4, rtol=1e-4)
-                shift = batch["shift_labels"][row, begin:end]
-                assert shift[-1] == -100 and torch.equal(shift[:-1], document[1:])
+    segments = [batch["input_ids"][row, begin:end].tolist() for row, begin, end in packed_documents(batch)]
+    fimmed = [s for s in segments if set(s) != {tokenizer.pad_token_id}]  # all but the rows' padding
+    assert all(fim_mode(document, ids) in ("psm", "spm") for document in fimmed)  # a whole FIM'd document each
+    for row, begin, end, _ in assert_each_document_alone(model, batch, fimmed, tolerance=1e-4):
+        shift = batch["shift_labels"][row, begin:end]
+        assert shift[-1] == -100 and torch.equal(shift[:-1], batch["input_ids"][row, begin + 1 : end])
 
 
 def test_pack_dataset_on_fim_documents_keeps_each_one_whole(tokenizer, corpus, ids):

@@ -21,6 +21,7 @@ from hf_lmobj.fim.evaluation import (
 from hf_lmobj.fim.format import fim_token_ids
 from hf_lmobj.fim.prompting import fim_prompts
 from hf_lmobj.models.stock import ModelArguments, build_model
+from tests.testing_utils import Oracle
 
 SOURCE = '''import os
 
@@ -95,25 +96,6 @@ def tiny_llama(tokenizer):
             hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=128
         )
         return build_model("causal", tokenizer, arguments).eval()
-
-
-class Oracle(torch.nn.Module):
-    """Wraps a model; ``generate`` writes a given continuation after each prompt (keyed by the prompt)."""
-
-    def __init__(self, model, answers: dict[tuple, list[int]]) -> None:
-        super().__init__()
-        self.model, self.answers, self.config = model, answers, model.config
-
-    def forward(self, **kwargs):
-        return self.model(**kwargs)
-
-    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
-        self.leads = [*getattr(self, "leads", []), *kwargs["logits_processor"][0].leads]  # what healing asked for
-        rows = []
-        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
-            prompt = tuple(i for i, m in zip(ids, mask) if m)
-            rows.append(ids + (self.answers[prompt] + [kwargs["pad_token_id"]] * max_new_tokens)[:max_new_tokens])
-        return torch.tensor(rows)
 
 
 def test_exact_match_reads_the_first_generated_line(tokenizer, tiny_llama, one_torch_thread):

@@ -9,7 +9,6 @@ wrong kind, a tokenizer larger than the model, unknown modes and metrics, a zero
 from __future__ import annotations
 
 import pytest
-import torch
 
 from hf_lmobj.fim.evaluation import (
     InfillingCase,
@@ -22,7 +21,7 @@ from hf_lmobj.fim.evaluation import (
 from hf_lmobj.fim.format import fim_token_ids
 from hf_lmobj.fim.report import best_infill, comparison_lines
 from hf_lmobj.plain_text import encode_plain, special_ids
-from tests.testing_utils import tiny_gpt2
+from tests.testing_utils import Oracle, tiny_gpt2
 
 SOURCE = """def sentinels():
     a = '<fim_prefix>'
@@ -33,30 +32,12 @@ SOURCE = """def sentinels():
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    return tiny_gpt2(tokenizer)
+    return tiny_gpt2(tokenizer, width=16, layers=1).eval()
 
 
 @pytest.fixture(scope="module")
 def cases():
     return single_line_cases([SOURCE], num_cases=10, seed=0)
-
-
-class Oracle(torch.nn.Module):
-    """A model whose ``generate`` writes, after each prompt, the answer keyed by that prompt."""
-
-    def __init__(self, model, answers: dict[tuple, list[int]]) -> None:
-        super().__init__()
-        self.model, self.answers, self.config = model, answers, model.config
-
-    def forward(self, **kwargs):
-        return self.model(**kwargs)
-
-    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
-        rows = []
-        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
-            prompt = tuple(i for i, m in zip(ids, mask) if m)
-            rows.append(ids + (self.answers[prompt] + [kwargs["pad_token_id"]] * max_new_tokens)[:max_new_tokens])
-        return torch.tensor(rows)
 
 
 # ----------------------------------------------------------------------------- literal text stays text
@@ -117,7 +98,9 @@ def test_hostile_evaluation_arguments_are_refused_before_generating(tokenizer, m
 
 def test_a_tokenizer_larger_than_the_model_is_refused(tokenizer, cases):
     with pytest.raises(ValueError, match="resize_token_embeddings"):
-        evaluate_infilling(tiny_gpt2(tokenizer, vocab_size=600), tokenizer, cases, "psm", max_new_tokens=4)
+        evaluate_infilling(
+            tiny_gpt2(tokenizer, vocab_size=600, width=16, layers=1).eval(), tokenizer, cases, "psm", max_new_tokens=4
+        )
 
 
 # ----------------------------------------------------------------------------- cases, similarity, lines

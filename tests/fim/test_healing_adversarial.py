@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
+from transformers import LogitsProcessorList
 
 from hf_lmobj.fim.healing import LeadLogitsProcessor, heal_prompts
 from hf_lmobj.plain_text import encode_plain, special_ids
+from tests.testing_utils import tiny_gpt2
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +134,7 @@ def test_padded_embeddings_are_masked_during_the_lead(tokenizer, processor_facto
 
 
 def test_beam_search_writes_the_lead_in_every_row_when_leads_are_repeated(tokenizer, one_torch_thread):
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=1, n_head=2, n_positions=32,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)  # fmt: skip
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(config).eval()
+    model = tiny_gpt2(tokenizer, positions=32, width=16, layers=1, pad_token_id=None).eval()
     prompts = [encode_plain(tokenizer, ["if x:\n"])[0], encode_plain(tokenizer, ["y = 1 "])[0]]
     healed, leads = heal_prompts(tokenizer, [p[-3:] for p in prompts], protected=set())
     assert all(leads) and len({len(p) for p in healed}) == 1

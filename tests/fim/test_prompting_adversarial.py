@@ -24,7 +24,7 @@ LITERALS = ["s = '<fim_middle>'\n", "'<fim_prefix>'", "<fim_suffix>", "x = '</s>
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    return tiny_gpt2(tokenizer)
+    return tiny_gpt2(tokenizer, width=16, layers=1).eval()
 
 
 class WriteSuffixStart(LogitsProcessor):
@@ -228,7 +228,7 @@ def test_a_prompt_longer_than_the_model_is_refused_and_cutting_it_fits(tokenizer
 
 
 def test_a_tokenizer_larger_than_the_model_is_refused(tokenizer):
-    small = tiny_gpt2(tokenizer, vocab_size=512)
+    small = tiny_gpt2(tokenizer, vocab_size=512, width=16, layers=1).eval()
     with pytest.raises(ValueError, match="the tokenizer has 1024 tokens but the model's embeddings have 512"):
         infill(small, tokenizer, "x = ", "\n", max_new_tokens=2)
 

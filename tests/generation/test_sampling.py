@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 from transformers import (
-    GPT2Config,
     GPT2LMHeadModel,
     LogitsProcessorList,
     MinPLogitsWarper,
@@ -17,6 +16,7 @@ from transformers import (
 )
 
 from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sample_next_token, sampling_generate_kwargs
+from tests.testing_utils import tiny_gpt2
 
 TEXTBOOK = torch.tensor([[2.0, 1.0, 0.1]])
 
@@ -64,12 +64,10 @@ def processor(params) -> SamplingLogitsProcessor:
     return SamplingLogitsProcessor(min_tokens_to_keep=p.pop("keep"), **p)
 
 
-def tiny_gpt2(vocab_size: int = 128, **overrides) -> GPT2LMHeadModel:
-    """A randomly initialised GPT-2 (hidden 32, 2 layers), the same weights on every call."""
-    config = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=2, n_positions=256, **overrides)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return GPT2LMHeadModel(config).eval()
+def gpt2(vocab_size: int = 128, **overrides) -> GPT2LMHeadModel:
+    """A randomly initialised GPT-2 (hidden 32, 2 layers, 256 positions), the same weights on every call, in eval
+    mode."""
+    return tiny_gpt2(vocab_size=vocab_size, positions=256, **overrides).eval()
 
 
 # --- the textbook worked example ----------------------------------------------------------------
@@ -167,7 +165,7 @@ def test_per_prompt_values_follow_generate_expansion():
 
 
 def test_temperature_zero_equals_greedy_generate():
-    model = tiny_gpt2()
+    model = gpt2()
     prompt = torch.randint(0, 128, (3, 4), generator=torch.Generator().manual_seed(5))
     greedy = model.generate(prompt, do_sample=False, max_new_tokens=8, pad_token_id=0)
     ours = model.generate(prompt, **sampling_generate_kwargs(temperature=0), max_new_tokens=8, pad_token_id=0)
@@ -176,7 +174,7 @@ def test_temperature_zero_equals_greedy_generate():
 
 def test_per_prompt_parameters_through_generate_expansion():
     """One temperature per prompt; generate() repeats each prompt num_return_sequences times."""
-    model = tiny_gpt2()
+    model = gpt2()
     prompt = torch.randint(0, 128, (2, 4), generator=torch.Generator().manual_seed(12))
     greedy = model.generate(prompt[:1], do_sample=False, max_new_tokens=6, pad_token_id=0)
     with torch.random.fork_rng(devices=[]):
@@ -194,7 +192,7 @@ def test_per_prompt_parameters_through_generate_expansion():
 
 def flat_gpt2(vocab_size: int) -> GPT2LMHeadModel:
     """A model whose next-token logits are ``-1e-3 * token_id`` whatever the input: nearly flat."""
-    model = tiny_gpt2(vocab_size, tie_word_embeddings=False, eos_token_id=None, bos_token_id=None)
+    model = gpt2(vocab_size, tie_word_embeddings=False, eos_token_id=None, bos_token_id=None)
     with torch.no_grad():
         model.transformer.ln_f.weight.zero_()
         model.transformer.ln_f.bias.zero_()
@@ -218,7 +216,7 @@ def test_no_hidden_top_k_when_sampling_a_flat_distribution():
 
 def test_generate_samples_exactly_like_a_custom_loop():
     """generate() with our kwargs applies our processor and nothing else: same draws, same seed."""
-    model = tiny_gpt2(256)
+    model = gpt2(256)
     prompt = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(6))
     settings = dict(temperature=0.8, top_k=40, top_p=0.9, min_p=0.02)
     with torch.random.fork_rng(devices=[]):
@@ -323,7 +321,7 @@ def test_generate_kwargs_switch_every_builtin_warper_off():
     kwargs = SamplingLogitsProcessor(top_p=0.9).generate_kwargs()
     assert kwargs["do_sample"] is True and kwargs["top_k"] == 0
     assert kwargs["temperature"] == 1.0 and kwargs["top_p"] == 1.0 and kwargs["min_p"] is None
-    model = tiny_gpt2()
+    model = gpt2()
     config, _ = model._prepare_generation_config(None, **{k: v for k, v in kwargs.items() if k != "logits_processor"})
     built = model._get_logits_processor(
         config,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from distributed_step import build_model, build_rows, sgd_args, stack_rows
+from distributed_step import sgd_args
 
 from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
 from hf_lmobj.losses.functional import causal_lm_loss
 from hf_lmobj.losses.linear_cross_entropy import linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.scoring import score_texts
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+from tests.testing_utils import build_model, build_rows, stack_rows
 
 HALF = [torch.bfloat16, torch.float16]
 OBJECTIVES = ["causal", "masked", "span"]

@@ -16,9 +16,9 @@ import evaluate
 import pandas
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_lmobj.metrics import GRADIO_SDK_VERSION, METRIC_NAMES, export_space, load, metric_path
+from tests.testing_utils import tiny_gpt2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,18 +35,7 @@ def bits_per_byte():
 
 @pytest.fixture(scope="module")
 def gpt2(tokenizer):
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        n_positions=64,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(7)
-        return GPT2LMHeadModel(config).eval()
+    return tiny_gpt2(tokenizer, pad_token_id=None, seed=7).eval()
 
 
 @pytest.fixture(scope="module")

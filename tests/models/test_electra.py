@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from auxiliary_step import build_aux_model, build_rows, flat_parameters, parameter_update
-from distributed_step import sgd_args, stack_rows
+from auxiliary_step import build_aux_model, build_rows, parameter_update, train_and_save
+from distributed_step import sgd_args
 from transformers import AutoModelForSequenceClassification, ElectraForPreTraining
 
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
@@ -19,6 +19,7 @@ from hf_lmobj.models.electra import (
     sample_replacements,
 )
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from tests.testing_utils import assert_bf16_autocast_loss_is_close, flat_parameters, stack_rows
 
 
 def _batch() -> dict[str, torch.Tensor]:
@@ -165,13 +166,8 @@ def test_batch_8_and_batch_2_times_accumulation_4_take_the_full_batch_step(tmp_p
 
 
 def test_shared_embeddings_stay_tied_after_save_and_load(tmp_path, one_torch_thread):
-    model = build_aux_model("electra")
-    args = sgd_args(str(tmp_path / "run"), 4, 1)
-    trainer = AuxiliaryObjectiveTrainer(
-        model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("electra")
-    )
-    trainer.train()
-    trainer.save_model(str(tmp_path / "out"))
+    trainer = train_and_save("electra", tmp_path)
+    model = trainer.model
     stock = ElectraForPreTraining.from_pretrained(tmp_path / "out")
     assert torch.equal(flat_parameters(stock), flat_parameters(model.discriminator))
     classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", num_labels=2)
@@ -237,8 +233,4 @@ def test_bad_settings_are_named():
 def test_bf16_autocast_trains(tmp_path, one_torch_thread):
     model, batch = build_aux_model("electra"), _batch()
     trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1))
-    full = trainer.compute_loss(model, dict(batch)).item()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        mixed = trainer.compute_loss(model, dict(batch))
-    mixed.backward()
-    assert mixed.dtype == torch.float32 and abs(mixed.item() - full) < 0.05 * full
+    assert_bf16_autocast_loss_is_close(trainer, model, batch)

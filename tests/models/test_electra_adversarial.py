@@ -15,8 +15,7 @@ import math
 import pytest
 import torch
 from auxiliary_step import build_aux_model, build_rows
-from distributed_step import TINY_ENCODER, VOCAB, stack_rows
-from transformers import BertConfig, BertForMaskedLM, ElectraConfig
+from transformers import BertConfig, ElectraConfig
 
 from hf_lmobj.models.electra import (
     ElectraPretrainingConfig,
@@ -26,6 +25,7 @@ from hf_lmobj.models.electra import (
     generator_config,
     sample_replacements,
 )
+from tests.testing_utils import TINY_ENCODER, VOCAB, build_model, stack_rows
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def _resized(pair):
 @pytest.mark.parametrize(
     "build, error, word",
     [
-        (lambda p: (BertForMaskedLM(BertConfig(**TINY_ENCODER)), p.discriminator), TypeError, "BertForMaskedLM"),
+        (lambda p: (build_model("masked"), p.discriminator), TypeError, "BertForMaskedLM"),
         (lambda p: (p.discriminator, p.generator), TypeError, "ElectraForMaskedLM"),
         (_mismatch("vocab_size", VOCAB - 1), ValueError, "vocab_size"),
         (_mismatch("embedding_size", 16), ValueError, "embedding_size"),

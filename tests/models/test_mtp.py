@@ -7,9 +7,8 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from auxiliary_step import SEQ, build_aux_model, build_rows, flat_parameters, parameter_update
-from distributed_step import build_model, sgd_args, stack_rows
-from distributed_step import build_rows as build_causal_rows
+from auxiliary_step import SEQ, aux_trainer, build_aux_model, build_rows, parameter_update, train_and_save
+from distributed_step import sgd_args
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
@@ -17,6 +16,8 @@ from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import multi_token_targets
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from tests.testing_utils import assert_bf16_autocast_loss_is_close, build_model, flat_parameters, stack_rows
+from tests.testing_utils import build_rows as build_causal_rows
 
 MTP_KINDS = ["mtp", "mtp_parallel"]
 
@@ -181,12 +182,9 @@ def test_each_depth_loss_equals_the_naive_reference(kind, layout, tmp_path, one_
 
 
 def test_depth_losses_are_logged(tmp_path, one_torch_thread):
-    model = build_aux_model("mtp")
     args = sgd_args(str(tmp_path), 4, 1)
     args.logging_strategy, args.logging_steps, args.max_steps = "steps", 1, 2
-    trainer = AuxiliaryObjectiveTrainer(
-        model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")
-    )
+    trainer = aux_trainer("mtp", args)
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert logged and {"mtp_depth_1_loss", "mtp_depth_2_loss"} <= set(logged[0])
@@ -221,13 +219,8 @@ def test_batch_8_and_batch_2_times_accumulation_4_take_the_naive_full_batch_step
 
 # ---- saving -------------------------------------------------------------------------------------
 def test_save_keeps_the_stock_model_loadable_alone_and_reloads_the_modules(tmp_path, one_torch_thread):
-    model = build_aux_model("mtp")
-    args = sgd_args(str(tmp_path / "run"), 4, 1)
-    trainer = AuxiliaryObjectiveTrainer(
-        model=model, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")
-    )
-    trainer.train()
-    trainer.save_model(str(tmp_path / "out"))
+    trainer = train_and_save("mtp", tmp_path)
+    model = trainer.model
     with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as f:
         assert not any("mtp" in key for key in f.keys())
     stock = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
@@ -246,13 +239,11 @@ def test_save_keeps_the_stock_model_loadable_alone_and_reloads_the_modules(tmp_p
 def test_resume_from_checkpoint_restores_the_modules(tmp_path, one_torch_thread):
     args = sgd_args(str(tmp_path), 4, 1)
     args.max_steps, args.save_strategy, args.save_steps = 2, "steps", 1
-    first = build_aux_model("mtp")
-    AuxiliaryObjectiveTrainer(model=first, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")).train()
-    second = build_aux_model("mtp")
-    AuxiliaryObjectiveTrainer(model=second, args=args, data_collator=stack_rows, train_dataset=build_rows("mtp")).train(
-        resume_from_checkpoint=str(tmp_path / "checkpoint-1")
-    )
-    assert torch.allclose(flat_parameters(first), flat_parameters(second), atol=1e-6)
+    first = aux_trainer("mtp", args)
+    first.train()
+    second = aux_trainer("mtp", args)  # a fresh model, resumed from the first run's checkpoint
+    second.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+    assert torch.allclose(flat_parameters(first.model), flat_parameters(second.model), atol=1e-6)
 
 
 # ---- bad input ----------------------------------------------------------------------------------
@@ -281,11 +272,7 @@ def test_bf16_autocast_and_half_weights_train(tmp_path, one_torch_thread):
     """Under CPU bf16 autocast the loss stays close to fp32; bf16 weights run forward and backward."""
     model, batch = build_aux_model("mtp"), stack_rows(build_rows("mtp"))
     trainer = AuxiliaryObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1))
-    full = trainer.compute_loss(model, dict(batch)).item()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        mixed = trainer.compute_loss(model, dict(batch))
-    mixed.backward()
-    assert mixed.dtype == torch.float32 and abs(mixed.item() - full) < 0.05 * full
+    assert_bf16_autocast_loss_is_close(trainer, model, batch)
     half = model.to(torch.bfloat16)
     loss = trainer.compute_loss(half, dict(batch))
     loss.backward()

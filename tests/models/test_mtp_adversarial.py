@@ -15,18 +15,11 @@ import pytest
 import torch
 from distributed_step import sgd_args
 from transformers import (
-    BartConfig,
     BartForCausalLM,
-    BertConfig,
     BertForMaskedLM,
     BertLMHeadModel,
     BertModel,
-    GPT2Config,
     GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
-    T5Config,
-    T5ForConditionalGeneration,
     XLMConfig,
     XLMWithLMHeadModel,
 )
@@ -34,18 +27,21 @@ from transformers import (
 from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import count_multi_token_targets, multi_token_targets, shifted_targets
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from tests.testing_utils import tiny_bart, tiny_bert, tiny_gpt2, tiny_llama, tiny_t5
 
 V = 32
 
 
+#: The tiny models of these tests: width 16, 1 layer, MLP 16 (the encoders, BART, T5) or 32 (Llama), vocabulary V.
+TINY = {"vocab_size": V, "width": 16, "layers": 1}
+
+
 def gpt2(positions: int = 16) -> GPT2LMHeadModel:
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=V, n_embd=16, n_layer=1, n_head=2, n_positions=positions, resid_pdrop=0.0,
-                        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=1)  # fmt: skip
-    return GPT2LMHeadModel(config)
+    return tiny_gpt2(positions=positions, dropout=0.0, bos_token_id=1, eos_token_id=1, **TINY)
 
 
-BERT = {"vocab_size": V, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16}
+def bert(cls=BertForMaskedLM, **overrides):
+    return tiny_bert(ffn=16, cls=cls, **TINY, **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -119,21 +115,21 @@ def test_config_keeps_valid_edge_values():
 
 # ---- the model ------------------------------------------------------------------------------------
 def _t5():
-    return T5ForConditionalGeneration(T5Config(vocab_size=V, d_model=16, d_kv=8, d_ff=16, num_layers=1, num_heads=2))
+    return tiny_t5(ffn=16, **TINY)
 
 
 @pytest.mark.parametrize(
     "build, error, word",
     [
-        (lambda: BertForMaskedLM(BertConfig(**BERT)), TypeError, "decoder-only causal LM.*BertForMaskedLM"),
+        (bert, TypeError, "decoder-only causal LM.*BertForMaskedLM"),
         (_t5, TypeError, "encoder-decoder"),
-        (lambda: BertLMHeadModel(BertConfig(**BERT)), ValueError, "is_decoder=True"),
+        (lambda: bert(BertLMHeadModel), ValueError, "is_decoder=True"),
         (
             lambda: XLMWithLMHeadModel(XLMConfig(vocab_size=V, emb_dim=16, n_layers=1, n_heads=2)),
             ValueError,
             "causal=True",
         ),  # fmt: skip
-        (lambda: BertModel(BertConfig(**BERT)), TypeError, "causal LM"),
+        (lambda: bert(BertModel), TypeError, "causal LM"),
         (lambda: torch.nn.Linear(2, 2), TypeError, "PreTrainedModel"),
     ],
 )
@@ -149,29 +145,9 @@ class MyGPT2(GPT2LMHeadModel):
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: BertLMHeadModel(BertConfig(**BERT, is_decoder=True)),
-        lambda: BartForCausalLM(
-            BartConfig(
-                vocab_size=V,
-                d_model=16,
-                decoder_layers=1,
-                decoder_attention_heads=2,
-                decoder_ffn_dim=16,
-                encoder_layers=1,
-                encoder_attention_heads=2,
-                encoder_ffn_dim=16,
-            )
-        ),  # fmt: skip
-        lambda: LlamaForCausalLM(
-            LlamaConfig(
-                vocab_size=V,
-                hidden_size=16,
-                intermediate_size=32,
-                num_hidden_layers=1,
-                num_attention_heads=2,
-                num_key_value_heads=2,
-            )
-        ),  # fmt: skip
+        lambda: bert(BertLMHeadModel, is_decoder=True),
+        lambda: tiny_bart(ffn=16, cls=BartForCausalLM, **TINY),
+        lambda: tiny_llama(**TINY),
         lambda: MyGPT2(gpt2().config),
     ],
     ids=["bert-decoder", "bart-causal", "llama", "subclass"],

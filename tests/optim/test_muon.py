@@ -7,16 +7,15 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from hf_lmobj.optim.muon import MuonAdamW, muon_param_groups, orthogonalize
+from tests.testing_utils import tiny_llama
 
 
-def tiny_llama(tie: bool = False) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=48, hidden_size=16, intermediate_size=40, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=tie)  # fmt: skip
-    return LlamaForCausalLM(config)
+def llama(tie: bool = False) -> LlamaForCausalLM:
+    """A tiny Llama (width 16, 2 layers, MLP 40, vocabulary 48), the same weights on every call."""
+    return tiny_llama(vocab_size=48, positions=2048, width=16, ffn=40, tie_word_embeddings=tie)
 
 
 def set_gradients(model: torch.nn.Module, seed: int) -> None:
@@ -49,7 +48,7 @@ def test_orthogonalize_of_a_batch_is_per_matrix():
 
 @pytest.mark.parametrize("tie", [False, True])
 def test_param_groups_put_only_block_matrices_on_muon(tie):
-    model = tiny_llama(tie)
+    model = llama(tie)
     groups = muon_param_groups(model, weight_decay=0.1)
     names = {id(p): n for n, p in model.named_parameters()}
     muon = {names[id(p)] for p in groups[0]["params"]}
@@ -64,14 +63,14 @@ def test_param_groups_put_only_block_matrices_on_muon(tie):
 
 
 def test_param_groups_leave_frozen_parameters_out():
-    model = tiny_llama()
+    model = llama()
     model.model.layers[0].requires_grad_(False)
     groups = muon_param_groups(model)
     assert sum(len(g["params"]) for g in groups) == sum(p.requires_grad for p in model.parameters())
 
 
 def test_adamw_groups_match_torch_adamw():
-    ours, reference = tiny_llama(), tiny_llama()
+    ours, reference = llama(), llama()
     params = [p for p in ours.parameters() if p.ndim != 2 or p is ours.lm_head.weight]
     ref_params = [p for p in reference.parameters() if p.ndim != 2 or p is reference.lm_head.weight]
     optimizer = MuonAdamW([{"params": params}], lr=1e-2, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
@@ -96,7 +95,7 @@ def reference_muon(param: torch.Tensor, grads: list[torch.Tensor], lr: float, wd
 
 
 def test_muon_group_matches_the_written_out_rule():
-    model = tiny_llama()
+    model = llama()
     before = copy.deepcopy(model)
     optimizer = MuonAdamW(muon_param_groups(model, weight_decay=0.1), lr=1e-2)
     gradients = []
@@ -128,7 +127,7 @@ def test_muon_group_agrees_with_torch_muon():
 
 
 def test_parameters_without_gradient_are_left_alone():
-    model = tiny_llama()
+    model = llama()
     before = copy.deepcopy(model)
     optimizer = MuonAdamW(muon_param_groups(model), lr=1e-2)
     set_gradients(model, 0)
@@ -145,7 +144,7 @@ def test_parameters_without_gradient_are_left_alone():
 
 
 def test_state_dict_round_trip_continues_identically():
-    model = tiny_llama()
+    model = llama()
     optimizer = MuonAdamW(muon_param_groups(model, 0.1), lr=1e-2)
     set_gradients(model, 0)
     optimizer.step()
@@ -170,11 +169,11 @@ def test_state_dict_round_trip_continues_identically():
 )
 def test_bad_hyperparameters_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        MuonAdamW(muon_param_groups(tiny_llama()), **kwargs)
+        MuonAdamW(muon_param_groups(llama()), **kwargs)
 
 
 def test_a_vector_in_a_muon_group_is_refused_by_name():
-    model = tiny_llama()
+    model = llama()
     with pytest.raises(ValueError, match="use_muon=True.*not 2-D.*AdamW group"):
         MuonAdamW([{"params": list(model.parameters()), "use_muon": True}])
 
@@ -186,7 +185,7 @@ def test_trainer_factory_hook_builds_muon_and_its_scheduler_drives_every_group(t
     from hf_lmobj.optim.muon import MuonAdamWFactory
     from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
-    model = tiny_llama()
+    model = llama()
     rows = Dataset.from_dict({"input_ids": [[1, 2, 3, 4, 5, 6]] * 4, "labels": [[1, 2, 3, 4, 5, 6]] * 4})
     args = TrainingArguments(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=2, learning_rate=1e-2,
                              lr_scheduler_type="linear", report_to="none", use_cpu=True, save_strategy="no")  # fmt: skip

@@ -11,20 +11,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import (
-    BloomConfig,
-    BloomForCausalLM,
-    GPT2Config,
-    GPT2LMHeadModel,
-    OPTConfig,
-    OPTForCausalLM,
-    Trainer,
-    TrainingArguments,
-)
+from transformers import BloomConfig, BloomForCausalLM, Trainer, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.corpus import tokenize_corpus
 from hf_lmobj.packing.dataset import pack_dataset, pack_documents
+from tests.testing_utils import assert_each_document_alone, tiny_gpt2, tiny_opt
 
 
 def rows_to_documents(rows: dict) -> list[tuple[list[int], list[int] | None]]:
@@ -39,11 +31,6 @@ def rows_to_documents(rows: dict) -> list[tuple[list[int], list[int] | None]]:
             chunks.append((ids[start : start + n], None if labels is None else labels[start : start + n]))
             start += n
     return chunks
-
-
-def _runs(pos: list[int]) -> list[int]:
-    starts = [i for i, p in enumerate(pos) if p == 0] + [len(pos)]
-    return [b - a for a, b in zip(starts[:-1], starts[1:])]
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,12 +77,15 @@ def test_dataset_and_stream_give_the_same_rows(tokenizer, corpus):
 
 
 def _tiny_model(form: str, vocab: int):
-    torch.manual_seed(0)
     if form == "4d_mask":  # OPT's mask ignores position_ids: the collator gives it a [B, 1, T, T] mask
-        config = OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, ffn_dim=64,
-                           max_position_embeddings=32, word_embed_proj_dim=32, dropout=0.0)  # fmt: skip
-        return OPTForCausalLM(config).eval()
-    return GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=32)).eval()
+        return tiny_opt(vocab, 32, dropout=0.0).eval()
+    return tiny_gpt2(vocab_size=vocab, positions=32).eval()
+
+
+def _cpu_args(tmp_path, max_steps: int, **extra) -> TrainingArguments:
+    """A Trainer's CPU arguments: ``max_steps`` steps of 4 rows, no report, no checkpoint."""
+    return TrainingArguments(output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=4,
+                             report_to=[], use_cpu=True, save_strategy="no", **extra)  # fmt: skip
 
 
 @pytest.mark.parametrize("form", ("position_ids", "4d_mask"))
@@ -105,41 +95,21 @@ def test_prepacked_rows_keep_documents_isolated_in_the_model(form, tokenizer):
     packed = pack_dataset(ds, max_length=16)
     model = _tiny_model(form, len(tokenizer))
     for packing in (False, True):  # rows kept as they are in both modes: documents stay isolated
-        seen = []
         batch = DataCollatorForCausalLM(tokenizer, max_length=16, packing=packing, model=model)(list(packed))
         assert batch["input_ids"].shape == (len(packed), 16)  # one row per feature, max_length wide
         assert ("attention_mask" in batch) == (form == "4d_mask")  # the 4D mask, or nothing (O(B x T))
-        with torch.no_grad():
-            logits = model(**batch).logits
-            for row in range(logits.shape[0]):
-                pos = batch["position_ids"][row].tolist()
-                start = 0
-                for n in _runs(pos):
-                    ids = batch["input_ids"][row, start : start + n]
-                    if ids.tolist() in docs:
-                        alone = model(input_ids=ids[None]).logits[0]
-                        assert (alone - logits[row, start : start + n]).abs().max() < 1e-5
-                        seen.append(ids.tolist())
-                    start += n
-        assert sorted(seen) == sorted(docs)
+        assert_each_document_alone(model, batch, docs)
 
 
 def test_stock_trainer_trains_on_packed_dataset(tokenizer, corpus, tmp_path):
     tokenized = tokenize_corpus(corpus["train"].select(range(8)), tokenizer)
     packed = pack_dataset(tokenized, max_length=64, buffer_size=8)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64)
-    args = TrainingArguments(
-        output_dir=str(tmp_path),
-        max_steps=2,
-        per_device_train_batch_size=4,
-        report_to=[],
-        use_cpu=True,
-        logging_steps=1,
-        save_strategy="no",
-    )
+    args = _cpu_args(tmp_path, 2, logging_steps=1)
     args.remove_unused_columns = False  # the documented setting: keeps seq_lengths (no forward takes it)
     collator = DataCollatorForCausalLM(tokenizer, max_length=64)
-    trainer = Trainer(model=GPT2LMHeadModel(config), args=args, train_dataset=packed, data_collator=collator)
+    trainer = Trainer(
+        model=tiny_gpt2(vocab_size=len(tokenizer)), args=args, train_dataset=packed, data_collator=collator
+    )
     result = trainer.train()
     assert torch.isfinite(torch.tensor(result.training_loss))
     # seq_lengths reached the collator: position_ids restart where the rows' documents start
@@ -165,15 +135,7 @@ def test_stock_trainer_with_a_model_that_cannot_isolate_the_rows_fails_loudly(st
     if streaming:
         packed = packed.to_iterable_dataset()
     model = BloomForCausalLM(BloomConfig(vocab_size=len(tokenizer), hidden_size=32, n_layer=2, n_head=2))
-    args = TrainingArguments(
-        output_dir=str(tmp_path),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        report_to=[],
-        use_cpu=True,
-        save_strategy="no",
-        remove_unused_columns=False,
-    )
+    args = _cpu_args(tmp_path, 1, remove_unused_columns=False)
     collator = DataCollatorForCausalLM(tokenizer, max_length=64, model=model)
     trainer = Trainer(model=model, args=args, train_dataset=packed, data_collator=collator)
     with pytest.raises(ValueError, match="pre-packed rows, but BloomForCausalLM.*packing=False"):

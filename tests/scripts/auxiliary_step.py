@@ -12,12 +12,14 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
+from pathlib import Path
 
 import torch
-from distributed_step import TINY_ENCODER, build_model, sgd_args, stack_rows
+from distributed_step import save_updates, sgd_args
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import TINY_ENCODER, build_model, flat_parameters, stack_rows  # noqa: E402
 
 VOCAB, SEQ, NUM_ROWS, PAD, MASK = 64, 12, 8, 0, 1
 KINDS = ("mtp", "mtp_parallel", "electra")
@@ -74,38 +76,31 @@ def build_rows(kind: str, seed: int = 0) -> list[dict[str, torch.Tensor]]:
     return rows
 
 
-def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+def aux_trainer(kind: str, args, model: torch.nn.Module | None = None):
+    """An AuxiliaryObjectiveTrainer of ``model`` (default: a fresh ``build_aux_model(kind)``) over
+    ``build_rows(kind)``, collated by ``stack_rows``, with the TrainingArguments ``args``."""
+    from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+
+    model = build_aux_model(kind) if model is None else model
+    return AuxiliaryObjectiveTrainer(model=model, args=args, data_collator=stack_rows, train_dataset=build_rows(kind))
 
 
 def parameter_update(kind: str, batch_size: int, accumulation: int, output_dir: str) -> torch.Tensor:
     """Flat parameter change of one AuxiliaryObjectiveTrainer SGD step over build_rows(kind)."""
-    from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-
-    model = build_aux_model(kind)
-    before = flat_parameters(model)
-    trainer = AuxiliaryObjectiveTrainer(
-        model=model,
-        args=sgd_args(output_dir, batch_size, accumulation),
-        data_collator=stack_rows,
-        train_dataset=build_rows(kind),
-    )
+    trainer = aux_trainer(kind, sgd_args(output_dir, batch_size, accumulation))
+    before = flat_parameters(trainer.model)
     trainer.train()
-    return flat_parameters(model) - before
+    return flat_parameters(trainer.model) - before
 
 
-def main(out_path: str) -> None:
-    from hf_lmobj.trainer.teardown import close_distributed
-
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    updates = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for kind in KINDS:
-            updates[kind] = parameter_update(kind, NUM_ROWS // (world * 2), 2, tmp)
-    if int(os.environ.get("RANK", "0")) == 0:
-        torch.save(updates, out_path)
-    close_distributed()  # the trainers are gone: leave the group before the interpreter's teardown
+def train_and_save(kind: str, folder: Path):
+    """The trainer of one SGD step (4 rows a step) on ``kind`` in ``folder / "run"``, its model saved in
+    ``folder / "out"``."""
+    trainer = aux_trainer(kind, sgd_args(str(folder / "run"), 4, 1))
+    trainer.train()
+    trainer.save_model(str(folder / "out"))
+    return trainer
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    save_updates(sys.argv[1], KINDS, parameter_update)

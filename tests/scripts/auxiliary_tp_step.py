@@ -26,17 +26,20 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from auxiliary_step import build_rows
-from distributed_step import TINY_ENCODER, exit_when_every_rank_is_done, sgd_args, stack_rows
+from auxiliary_step import build_aux_model, build_rows
+from distributed_step import exit_when_every_rank_is_done, sgd_args
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from tp_trainer_step import build_llama, error, maxdiff
-from transformers import ElectraConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from hf_lmobj.models.electra import ElectraPretrainingModel
 from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import stack_rows  # noqa: E402
 
 
 def sharded_llama(style: str, out_dir: str, mesh) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
@@ -119,9 +122,8 @@ def trainer_refusal(model: MultiTokenPredictionModel, out_dir: str) -> str:
 
 
 def electra_case(mesh) -> dict:
-    config = ElectraConfig(**TINY_ENCODER, embedding_size=32)
     res: dict = {}
-    pair = ElectraPretrainingModel.from_config(config, generator_fraction=0.25, seed=0)
+    pair = build_aux_model("electra")  # the shared word embedding then sharded over the vocabulary
     sharded = torch.nn.Parameter(distribute_tensor(pair.discriminator.get_input_embeddings().weight.detach(), mesh,
                                                    [Shard(0)]))  # fmt: skip
     generator, discriminator = copy.deepcopy(pair.generator), copy.deepcopy(pair.discriminator)

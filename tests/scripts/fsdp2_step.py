@@ -28,32 +28,21 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from distributed_step import NUM_ROWS, VOCAB, build_rows, exit_when_every_rank_is_done, stack_rows
+from distributed_step import exit_when_every_rank_is_done
 from torch.distributed.fsdp import fully_shard
-from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
+from transformers import LlamaForCausalLM, TrainingArguments
 
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.objectives import count_targets, linear_head
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import NUM_ROWS, TINY_IDS, VOCAB, build_rows, stack_rows, tiny_llama  # noqa: E402
 
 LR = 0.5
 
 
 def build_llama(tied: bool) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-        tie_word_embeddings=tied,
-        pad_token_id=0,
-        bos_token_id=2,
-        eos_token_id=2,
-    )
-    return LlamaForCausalLM(config)
+    return tiny_llama(vocab_size=VOCAB, positions=32, tie_word_embeddings=tied, **TINY_IDS)
 
 
 def shard(model: LlamaForCausalLM, tied: bool) -> None:

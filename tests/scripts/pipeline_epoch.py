@@ -18,9 +18,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import tiny_gpt2  # noqa: E402
 
 ROW, BATCH, NUM_DOCS = 32, 2, 61
 
@@ -65,7 +69,7 @@ def trained_documents(batch: dict) -> list[tuple[int, ...]]:
 
 
 def main(out_dir: str, kind: str, workers: int) -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback, TrainingArguments
+    from transformers import TrainerCallback, TrainingArguments
 
     from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer
     from hf_lmobj.corpus import build_tokenizer
@@ -88,11 +92,7 @@ def main(out_dir: str, kind: str, workers: int) -> None:
             source = build_source(kind, tokenizer, os.path.join(where, f"r{rank}"))
             collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, return_use_cache=False)
             stream = PretrainingStream([source], RowFormat("packed", ROW), collator, BATCH, seed=3, block_documents=16)
-        torch.manual_seed(0)
-        config = GPT2Config(
-            vocab_size=len(tokenizer), n_embd=16, n_layer=1, n_head=2, n_positions=ROW,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        )  # fmt: skip
+        model = tiny_gpt2(tokenizer, positions=ROW, width=16, layers=1, pad_token_id=None)
         seen: list[tuple[int, ...]] = []
         micro_batches = [0]
 
@@ -120,7 +120,7 @@ def main(out_dir: str, kind: str, workers: int) -> None:
             learning_rate=1e-3,
         )
         trainer = Recording(
-            model=GPT2LMHeadModel(config), args=args, train_dataset=stream, callbacks=[OneEpoch()],
+            model=model, args=args, train_dataset=stream, callbacks=[OneEpoch()],
             data_collator=collator,
         )  # fmt: skip
         trainer.train()

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import torch
 from pipeline_epoch import ROW, texts
 
 from hf_lmobj.trainer.teardown import close_distributed
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import tiny_bert, tiny_gpt2, tiny_t5  # noqa: E402
 
 STEPS = 12
 
@@ -37,28 +41,13 @@ def plan_segments(plan: str) -> tuple[int | None, list[int]]:
 
 
 def build_model(objective: str, tokenizer):
-    from transformers import (
-        BertConfig,
-        BertForMaskedLM,
-        GPT2Config,
-        GPT2LMHeadModel,
-        T5Config,
-        T5ForConditionalGeneration,
-    )
-
-    torch.manual_seed(0)
-    vocab, p = len(tokenizer), float(os.environ.get("PIPELINE_DROPOUT", 0.1))  # dropout: the RNG must resume too
+    """The objective's tiny model (width 16, 1 layer), seeded 0, with dropout (the RNG must resume too)."""
+    tiny = dict(width=16, layers=1, dropout=float(os.environ.get("PIPELINE_DROPOUT", 0.1)))
     if objective == "causal":
-        return GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=16, n_layer=1, n_head=2, n_positions=ROW,
-                                          resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
-                                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))  # fmt: skip
+        return tiny_gpt2(tokenizer, positions=ROW, pad_token_id=None, **tiny)
     if objective == "masked":
-        return BertForMaskedLM(BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                          intermediate_size=32, max_position_embeddings=ROW + 8, hidden_dropout_prob=p,
-                                          attention_probs_dropout_prob=p, pad_token_id=tokenizer.pad_token_id))  # fmt: skip
-    return T5ForConditionalGeneration(T5Config(vocab_size=vocab, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
-                                               dropout_rate=p, decoder_start_token_id=tokenizer.pad_token_id,
-                                               pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id))  # fmt: skip
+        return tiny_bert(tokenizer, positions=ROW + 8, **tiny)
+    return tiny_t5(tokenizer, **tiny)
 
 
 def build_stream(objective: str, kind: str, tokenizer, where: str, batch: int, model):

@@ -22,11 +22,14 @@ from distributed_step import exit_when_every_rank_is_done
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.generation import SamplingLogitsProcessor, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import score_texts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import tiny_llama  # noqa: E402
 
 TEXTS = ["def f(x):\n    return x + 1\n", "import os\nprint(os.sep)\n", "class A:\n    pass\n"]
 STYLES = {
@@ -37,12 +40,7 @@ STYLES = {
 
 
 def build_llama(vocab: int) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False, pad_token_id=0,
-    )  # fmt: skip
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(vocab_size=vocab, layers=1, tie_word_embeddings=False, pad_token_id=0).eval()
 
 
 def nll(model, tokenizer) -> list[float]:

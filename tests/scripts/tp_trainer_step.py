@@ -32,16 +32,27 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from distributed_step import NUM_ROWS, VOCAB, build_model, build_rows, exit_when_every_rank_is_done, stack_rows
+from distributed_step import exit_when_every_rank_is_done
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
+from transformers import LlamaForCausalLM, TrainingArguments
 
 from hf_lmobj.losses import linear_cross_entropy
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.objectives import capture_head, count_targets, linear_head
 from hf_lmobj.trainer.sharding import ranks_per_replica
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import (  # noqa: E402
+    NUM_ROWS,
+    TINY_IDS,
+    VOCAB,
+    build_model,
+    build_rows,
+    stack_rows,
+    tiny_llama,
+)
 
 LR = 0.1
 
@@ -59,13 +70,7 @@ def error(exc: BaseException) -> dict:
 
 
 def build_llama(tied: bool) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=32, tie_word_embeddings=tied,
-        pad_token_id=0, bos_token_id=2, eos_token_id=2,
-    )  # fmt: skip
-    return LlamaForCausalLM(config)
+    return tiny_llama(vocab_size=VOCAB, positions=32, layers=1, tie_word_embeddings=tied, **TINY_IDS)
 
 
 def sgd_args(out_dir: str, batch_size: int) -> TrainingArguments:

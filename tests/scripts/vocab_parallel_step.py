@@ -24,6 +24,9 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 from hf_lmobj.losses import linear_cross_entropy, linear_token_losses
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
+from tests.testing_utils import TINY_IDS, tiny_llama  # noqa: E402
+
 H, N = 8, 13
 OPTION_SETS = {
     "plain": {},
@@ -101,27 +104,25 @@ def sharded_case(mesh, vocab, use_bias, kwargs, explicit: bool, seed: int) -> fl
 
 
 def build_llama(tied: bool):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    return tiny_llama(vocab_size=50, positions=32, layers=1, tie_word_embeddings=tied, **TINY_IDS)
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=32, tie_word_embeddings=tied,
-        pad_token_id=0, bos_token_id=2, eos_token_id=2,
-    )  # fmt: skip
-    return LlamaForCausalLM(config)
+
+def reference_step(ref, row: int, unset: int):
+    """Seeded ids (2 x 9), their labels with the first ``unset`` of ``row`` at -100, and the output of ``ref``
+    on them, its stock loss backpropagated."""
+    ids = torch.randint(3, 50, (2, 9), generator=torch.Generator().manual_seed(1))
+    labels = ids.clone()
+    labels[row, :unset] = -100
+    out = ref(input_ids=ids, labels=labels)
+    out.loss.backward()
+    return ids, labels, out
 
 
 def llama_case(mesh, tied: bool) -> dict[str, float]:
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     ref, model = build_llama(tied), build_llama(tied)
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(3, 50, (2, 9), generator=g)
-    labels = ids.clone()
-    labels[0, :3] = -100
-    out = ref(input_ids=ids, labels=labels)
-    out.loss.backward()
+    ids, labels, out = reference_step(ref, 0, 3)
     plan = {"lm_head": ColwiseParallel(output_layouts=Replicate())}
     if tied:
         plan["model.embed_tokens"] = RowwiseParallel(input_layouts=Replicate())
@@ -163,12 +164,7 @@ def tp_plan_case(mesh, out_dir: str) -> dict:
         return {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "trace": traceback.format_exc()[-1500:]}
     head = model.lm_head.weight
     info = {"weight_type": type(head).__name__, "placements": str(getattr(head, "placements", None))}
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(3, 50, (2, 9), generator=g)
-    labels = ids.clone()
-    labels[1, :4] = -100
-    out = ref(input_ids=ids, labels=labels)
-    out.loss.backward()
+    ids, labels, out = reference_step(ref, 1, 4)
     hidden = model.model(input_ids=ids).last_hidden_state
     info["hidden_type"] = type(hidden).__name__
     targets = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100)

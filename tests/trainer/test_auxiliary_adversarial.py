@@ -15,11 +15,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 from auxiliary_step import build_aux_model, build_rows
-from distributed_step import build_model, sgd_args, stack_rows
+from distributed_step import sgd_args
 
 from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.sharding import ranks_per_replica
+from tests.testing_utils import build_model, stack_rows
 
 
 def _trainer(model, tmp_path, eval_rows) -> AuxiliaryObjectiveTrainer:

@@ -10,13 +10,10 @@ timeout, and the subprocess has its own, so the test cannot hang.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.testing_utils import SCRIPTS
+from tests.testing_utils import SCRIPTS, torchrun
 
 SCRIPT = SCRIPTS / "fsdp2_step.py"
 
@@ -24,19 +21,7 @@ SCRIPT = SCRIPTS / "fsdp2_step.py"
 @pytest.mark.slow
 @pytest.mark.parametrize("head", ["tied", "untied"])
 def test_fully_sharded_llama_trains_evaluates_and_saves_a_loadable_model(tmp_path, head):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(SCRIPT),
-        str(tmp_path),
-        head,
-    ]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=SCRIPT.parent)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    torchrun(SCRIPT, 2, str(tmp_path), head, timeout=400, cwd=SCRIPT.parent)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["head_captured"]  # the chunked loss ran on the sharded / tied head, not a logits fallback
     assert result["fp32_grad_rel"] < 1e-5  # 2 ranks x 4 rows == the stock full-batch gradient

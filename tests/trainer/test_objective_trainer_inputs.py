@@ -12,20 +12,19 @@ import math
 import datasets
 import pytest
 import torch
-from transformers import EvalPrediction, GPT2Config, GPT2LMHeadModel, TrainingArguments, default_data_collator
+from transformers import EvalPrediction, TrainingArguments, default_data_collator
 
 from hf_lmobj import ObjectiveTrainer
 from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
 from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
+from tests.testing_utils import tiny_gpt2
 
 V = 64
 
 
 @pytest.fixture(scope="module")
 def model():
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=16, n_layer=1, n_head=2, n_positions=16))
+    return tiny_gpt2(vocab_size=V, positions=16, width=16, layers=1)
 
 
 def _trainer(model, tmp_path, **kwargs) -> ObjectiveTrainer:

@@ -8,9 +8,10 @@ import weakref
 import pytest
 import torch
 import torch.distributed as dist
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from hf_lmobj.trainer.teardown import close_distributed
+from tests.testing_utils import tiny_gpt2
 
 
 @pytest.fixture
@@ -21,12 +22,17 @@ def one_rank_group(tmp_path):
         dist.destroy_process_group()
 
 
+def _trainer(tmp_path) -> Trainer:
+    """A stock Trainer of a tiny GPT-2 (width 8, 1 layer) on the CPU."""
+    model = tiny_gpt2(vocab_size=32, positions=16, width=8, layers=1)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=1)
+    return Trainer(model=model, args=args)
+
+
 def _trainer_with_ddp(tmp_path) -> Trainer:
     """A trainer whose wrapped model is a real DDP module on the group, as accelerate leaves it after train()."""
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_embd=8, n_layer=1, n_head=2, n_positions=16))
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=1)
-    trainer = Trainer(model=model, args=args)
-    trainer.model_wrapped = torch.nn.parallel.DistributedDataParallel(model)
+    trainer = _trainer(tmp_path)
+    trainer.model_wrapped = torch.nn.parallel.DistributedDataParallel(trainer.model)
     trainer.accelerator._models.append(trainer.model_wrapped)
     return trainer
 
@@ -64,8 +70,6 @@ def test_an_outside_reference_to_the_wrapped_model_is_refused_before_destroying(
 
 
 def test_without_a_group_it_only_releases_the_trainer(tmp_path):
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_embd=8, n_layer=1, n_head=2, n_positions=16))
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=1)
-    trainer = Trainer(model=model, args=args)
+    trainer = _trainer(tmp_path)
     close_distributed(trainer)
     assert trainer.model_wrapped is trainer.model

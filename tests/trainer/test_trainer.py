@@ -7,12 +7,20 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from distributed_step import build_model, build_rows, parameter_update, sgd_args, stack_rows
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer
+from distributed_step import parameter_update, sgd_args
+from transformers import Trainer
 
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
 from hf_lmobj.trainer.objectives import count_targets, infer_objective
-from tests.testing_utils import OBJECTIVES, reference_update
+from tests.testing_utils import (
+    OBJECTIVES,
+    TINY_IDS,
+    build_model,
+    build_rows,
+    reference_update,
+    stack_rows,
+    tiny_llama,
+)
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -46,32 +54,13 @@ def test_the_rows_would_expose_a_per_micro_batch_mean(objective):
 
 
 def test_logits_fallback_gives_the_same_update(tmp_path):
-    from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer as OT
-
-    model = build_model("masked")
-    before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    OT(
-        model=model,
-        args=sgd_args(str(tmp_path), 2, 4),
-        data_collator=stack_rows,
-        train_dataset=build_rows("masked"),
-        use_linear_head=False,
-    ).train()
-    update = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - before
+    update = parameter_update("masked", 2, 4, str(tmp_path), use_linear_head=False)
     assert _rel(update, reference_update("masked")) < 1e-5
 
 
 def test_stock_trainer_with_our_compute_loss_func_is_exact_for_masked_lm(tmp_path):
-    model = build_model("masked")
-    before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    Trainer(
-        model=model,
-        args=sgd_args(str(tmp_path), 2, 4),
-        data_collator=stack_rows,
-        train_dataset=build_rows("masked"),
-        compute_loss_func=make_compute_loss_func("masked"),
-    ).train()
-    update = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - before
+    compute_loss_func = make_compute_loss_func("masked")
+    update = parameter_update("masked", 2, 4, str(tmp_path), Trainer, compute_loss_func=compute_loss_func)
     assert _rel(update, reference_update("masked")) < 1e-5
 
 
@@ -109,21 +98,7 @@ def test_eval_perplexity_is_the_corpus_perplexity(objective, with_metrics, tmp_p
 
 
 def test_untied_llama_head_and_logits_to_keep(tmp_path):
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=64,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            tie_word_embeddings=False,
-            pad_token_id=0,
-            bos_token_id=2,
-            eos_token_id=2,
-        )
-    )
+    model = tiny_llama(vocab_size=64, positions=2048, kv_heads=1, tie_word_embeddings=False, **TINY_IDS)
     rows = build_rows("causal")
     batch = stack_rows(rows)
     trainer = ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), data_collator=stack_rows)
