@@ -52,10 +52,17 @@ from hf_lmobj.losses.head_chunks import (
 )
 from hf_lmobj.validation import check_labels
 
-__all__ = ["VocabShard", "resolve_vocab_shard", "vocab_parallel_cross_entropy", "vocab_parallel_token_losses"]
+__all__ = [
+    "VocabShard",
+    "dtensor_type",
+    "resolve_vocab_shard",
+    "vocab_parallel_cross_entropy",
+    "vocab_parallel_token_losses",
+]
 
 
-def _dtensor_type():
+def dtensor_type() -> type | None:
+    """torch's ``DTensor`` class, or None where torch was built without distributed support."""
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover - torch without distributed
@@ -64,7 +71,7 @@ def _dtensor_type():
 
 
 def _is_dtensor(x) -> bool:
-    cls = _dtensor_type()
+    cls = dtensor_type()
     return cls is not None and isinstance(x, cls)
 
 

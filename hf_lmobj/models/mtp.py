@@ -232,9 +232,9 @@ def _check_fits(config: MTPConfig, model: PreTrainedModel) -> None:
 def _whole(x: torch.Tensor) -> torch.Tensor:
     """A DTensor (a head input replicated by torch's ColwiseParallel) as the full local tensor; else ``x``."""
     # not at the top: hf_lmobj.trainer imports hf_lmobj.models (no cycle at import time)
-    from hf_lmobj.trainer.sharding import _dtensor_type
+    from hf_lmobj.losses.vocab_parallel import dtensor_type
 
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     return x.full_tensor() if dtensor is not None and isinstance(x, dtensor) else x
 
 

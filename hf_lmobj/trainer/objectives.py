@@ -216,9 +216,9 @@ def model_softcap(model: nn.Module) -> float | None:
 def _like_input(anchor: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """A DTensor (replicated on the input's mesh) when the head's input is one, as torch's
     ``ColwiseParallel`` output hook expects of a tensor-parallel head; else ``anchor`` itself."""
-    from hf_lmobj.trainer.sharding import _dtensor_type
+    from hf_lmobj.losses.vocab_parallel import dtensor_type
 
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     if dtensor is None or not isinstance(hidden, dtensor):
         return anchor
     from torch.distributed.tensor import Replicate

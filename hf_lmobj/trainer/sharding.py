@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hf_lmobj.losses.vocab_parallel import dtensor_type
+
 __all__ = [
     "has_dtensor_parameters",
     "unwrap_sharded_class",
@@ -30,14 +32,6 @@ __all__ = [
     "ranks_per_replica",
     "mesh_model_parallel_size",
 ]
-
-
-def _dtensor_type() -> type | None:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch built without distributed support
-        return None
-    return DTensor
 
 
 def _fsdp_module_type() -> type | None:
@@ -50,7 +44,7 @@ def _fsdp_module_type() -> type | None:
 
 def has_dtensor_parameters(model: nn.Module) -> bool:
     """True when any parameter is a ``DTensor`` (FSDP2 / tensor-parallel shards)."""
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     return dtensor is not None and any(isinstance(p, dtensor) for p in model.parameters())
 
 
@@ -112,7 +106,7 @@ def mesh_model_parallel_size(model: nn.Module) -> int:
         >>> mesh_model_parallel_size(nn.Linear(2, 2))  # no DTensor parameters
         1
     """
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     if dtensor is None:
         return 1
     meshes = {p.device_mesh for p in model.parameters() if isinstance(p, dtensor)}
