@@ -47,15 +47,8 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from .config_files import (
-    config_sections,
-    load_yaml_config,
-    renamed_fields,
-    renamed_folders,
-    resolve_config,
-    shipped_configs,
-    warn_renamed,
-)
+from .config_files import config_sections, load_yaml_config, renamed_fields, warn_renamed
+from .config_names import renamed_folders, resolve_config, shipped_configs
 from .config_values import check_config_values
 
 __all__ = [

@@ -1,0 +1,142 @@
+"""What the end of a pre-training run measures and shows (``ReportArguments``), checked before any data.
+
+Example:
+    >>> ReportArguments(score_stride=64).score_stride, ReportArguments().ngram_orders
+    (64, [3, 4, 5])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hf_lmobj.models.stock import check_positions
+from hf_lmobj.validation import check_length, check_number
+
+from ..runtime.run_checks import SEED_LIMIT
+
+__all__ = ["NGRAM_MAX_ORDER", "ReportArguments", "check_ngram_orders", "check_seed", "check_report_fits"]
+
+#: The highest Kneser-Ney order the report fits: each order adds a count table as large as the training tokens.
+NGRAM_MAX_ORDER = 16
+
+
+@dataclass
+class ReportArguments:
+    """What the end of the run measures and shows."""
+
+    #: The YAML config section of these fields (config_parsing): ``report: {...}``.
+    SECTION: ClassVar[str] = "report"
+    #: Names of the first release (``eval_`` now means ``Trainer.evaluate`` only): they still work, with a warning.
+    RENAMED_FIELDS: ClassVar[dict[str, str]] = {
+        "eval_batch_size": "score_batch_size",
+        "eval_max_length": "score_max_length",
+        "eval_stride": "score_stride",
+    }
+
+    score_batch_size: int = field(
+        default=16, metadata={"help": "Windows per forward pass when scoring the validation text."}
+    )
+    score_max_length: int | None = field(
+        default=None, metadata={"help": "Window length when scoring; None = max_length."}
+    )
+    score_stride: int | None = field(default=None, metadata={"help": "Window stride when scoring; None = window // 2."})
+    ngram_orders: list[int] = field(
+        default_factory=lambda: [3, 4, 5],
+        metadata={
+            "help": "causal: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."
+        },
+    )
+    sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
+    sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
+    sample_top_p: float = field(default=0.9, metadata={"help": "Nucleus of the sampled continuation."})
+    sample_seed: int = field(default=0, metadata={"help": "Seed of the sampled continuation."})
+
+    def __post_init__(self) -> None:
+        self.score_batch_size = check_length(self.score_batch_size, "score_batch_size", 1, "windows per forward pass")
+        self.score_max_length = check_length(
+            self.score_max_length,
+            "score_max_length",
+            2,
+            "a token and the one it predicts; None = max_length",
+            optional=True,
+        )
+        self.score_stride = check_length(self.score_stride, "score_stride", 1, "None = window // 2", optional=True)
+        if (
+            self.score_stride is not None
+            and self.score_max_length is not None
+            and self.score_stride > self.score_max_length
+        ):
+            raise ValueError(
+                f"score_stride {self.score_stride} must be <= score_max_length {self.score_max_length} "
+                "(new tokens scored per window); lower score_stride"
+            )
+        self.ngram_orders = check_ngram_orders(self.ngram_orders)
+        if not isinstance(self.sample_prompt, str):
+            raise TypeError(f"sample_prompt must be a string, got {self.sample_prompt!r}")
+        self.sample_max_new_tokens = check_length(self.sample_max_new_tokens, "sample_max_new_tokens", 1)
+        self.sample_top_p = check_number(
+            self.sample_top_p, "sample_top_p", 0.0, 1.0, low_open=True, hint="the nucleus mass; 1 = off"
+        )
+        self.sample_seed = check_seed(self.sample_seed, "sample_seed")
+
+
+def check_ngram_orders(orders: Any) -> list[int]:
+    """Kneser-Ney orders: a list of distinct ints in ``[1, NGRAM_MAX_ORDER]``; ``[]`` = no n-gram baseline.
+
+    Example:
+        >>> check_ngram_orders([5, 3])
+        [5, 3]
+        >>> check_ngram_orders([0])
+        Traceback (most recent call last):
+        ...
+        ValueError: ngram_orders[0] must be an int >= 1 (a 1-gram is the unigram; [] = no n-gram baseline), got 0
+    """
+    if isinstance(orders, (str, bytes)) or not isinstance(orders, (list, tuple)):
+        raise TypeError(f"ngram_orders must be a list of ints such as [3, 4, 5] ([] = none), got {orders!r}")
+    checked = [
+        check_length(order, f"ngram_orders[{i}]", 1, "a 1-gram is the unigram; [] = no n-gram baseline")
+        for i, order in enumerate(orders)
+    ]
+    too_long = [order for order in checked if order > NGRAM_MAX_ORDER]
+    if too_long:
+        raise ValueError(
+            f"ngram_orders {too_long} exceed {NGRAM_MAX_ORDER}: each order adds a count table as large as the "
+            "training tokens; use orders up to 5 or so (the best is usually 3 to 5)"
+        )
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"ngram_orders lists an order twice: {checked}; list each once")
+    return checked
+
+
+def check_seed(value: Any, field: str) -> int:
+    """A seed: an int in ``[0, 2**32)`` (numpy's ``set_seed`` range, used by every seed of a run)."""
+    seed = check_length(value, field, 0, "a seed")
+    if seed >= SEED_LIMIT:
+        raise ValueError(f"{field} must be an int in [0, 2**32) (numpy's seed range), got {seed}")
+    return seed
+
+
+def check_report_fits(report_args: ReportArguments, max_length: int, limit: int | None, rotary: bool,
+                      prompt_tokens: int = 1) -> None:  # fmt: skip
+    """The scoring windows and the sampled continuation against the rows (``max_length``) and the model's
+    ``limit`` positions (None: no limit), before anything is trained.
+
+    The scoring window (``score_max_length``, else ``max_length``) must fit the model and hold the
+    stride. The sample (``prompt_tokens`` + ``sample_max_new_tokens``) must fit a position table
+    (GPT-2: past it the embedding lookup fails); rotary positions (Llama) have no table to overrun,
+    so a sample may run past ``limit`` there.
+    """
+    window = report_args.score_max_length or max_length
+    stride = report_args.score_stride
+    if stride is not None and stride > window:
+        raise ValueError(
+            f"score_stride {stride} must be <= the scoring window {window} (score_max_length, else max_length): "
+            "it counts the new tokens scored per window; lower score_stride"
+        )
+    check_positions(window, limit, f"the scoring window (score_max_length, else max_length) {window}",
+                    "lower score_max_length (or max_length), or raise max_position_embeddings")  # fmt: skip
+    if not rotary:
+        needed = prompt_tokens + report_args.sample_max_new_tokens
+        check_positions(needed, limit, f"the sample ({prompt_tokens} prompt tokens + sample_max_new_tokens "
+                        f"{report_args.sample_max_new_tokens})", "lower sample_max_new_tokens")  # fmt: skip

@@ -1,0 +1,74 @@
+"""Config names: ``causal/demo`` is ``configs/causal/demo.yaml`` beside the recipes (a clone or a wheel alike).
+
+The first release's folder names (``clm/``, ``mlm/``) still resolve, in a name or a path, with a warning.
+
+Example:
+    >>> resolve_config("causal/demo").parent.name
+    'causal'
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from hf_lmobj.objectives import DEPRECATED_NAMES
+
+__all__ = ["shipped_configs", "renamed_folders", "resolve_config"]
+
+
+def _configs_root() -> Path:
+    """``configs/`` beside the recipes: ``recipes/configs`` in a clone, ``hf_lmobj/recipes/configs`` installed."""
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+def shipped_configs() -> list[str]:
+    """Names of the configs shipped with the recipes, e.g. ``['causal/demo', 'masked/bert_tiny', ...]``."""
+    root = _configs_root()
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("*/*.yaml"))
+
+
+def renamed_folders() -> dict[str, str]:
+    """Shipped config folders renamed after their objective word: the first release's name -> today's
+    (``clm`` -> ``causal``, ``mlm`` -> ``masked``), read from the registry's old names and the shipped tree."""
+    return {old: new for old, new in DEPRECATED_NAMES.items() if (_configs_root() / new).is_dir()}
+
+
+def resolve_config(name: str | Path) -> Path:
+    """A path to an existing file, else a shipped config name (``causal/demo`` or ``causal/demo.yaml``).
+
+    A name or a path through a renamed folder (:func:`renamed_folders`: ``clm/demo``,
+    ``recipes/configs/mlm/bert_tiny.yaml``) resolves to its new home with a ``DeprecationWarning``
+    naming the new one.
+
+    Raises:
+        ValueError: neither a file nor a shipped config; the message lists the shipped names.
+    """
+    path = Path(name)
+    if path.is_file():
+        return path
+    relative = path if path.suffix == ".yaml" else path.with_suffix(".yaml")
+    if (_configs_root() / relative).is_file():
+        return _configs_root() / relative
+    moved = _through_renamed_folder(path)
+    if moved is not None:
+        warnings.warn(
+            f"--config {name} is now {moved} (the shipped config folders are named by objective: "
+            f"{', '.join(f'{old}/ -> {new}/' for old, new in renamed_folders().items())})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return resolve_config(moved)
+    raise ValueError(f"--config {name}: no such file, nor a shipped config; shipped: {', '.join(shipped_configs())}")
+
+
+def _through_renamed_folder(path: Path) -> str | None:
+    """``path`` with its renamed folder (the last part that is one) renamed, when that names a config."""
+    renamed = renamed_folders()
+    for index in reversed(range(len(path.parts) - 1)):
+        if path.parts[index] in renamed:
+            moved = Path(*path.parts[:index], renamed[path.parts[index]], *path.parts[index + 1 :])
+            with_suffix = moved if moved.suffix == ".yaml" else moved.with_suffix(".yaml")
+            if moved.is_file() or (_configs_root() / with_suffix).is_file():
+                return moved.as_posix()
+    return None
