@@ -33,33 +33,36 @@ Without lighteval installed this module still imports (``TASKS_TABLE == []``, no
 pieces need only the package.
 
 Example:
-    >>> sums = [text_sums("a b", [-math.log(2), -math.log(4)]), text_sums("é", [-math.log(8)])]
-    >>> sums[1]  # "é" is 2 UTF-8 bytes, 1 word
-    TextSums(nll=2.0794415416798357, num_bytes=2, num_words=1)
-    >>> [round(corpus_figure(name, sums), 6) for name in FIGURES]  # 6 bits over 5 bytes, 3 words
-    [1.2, 2.297397, 4.0]
+    >>> parse_model_spec("out/causal-demo,max_length=256").max_length  # the data side: lighteval_data
+    256
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import logging
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hf_lmobj.metrics.lighteval_data import (
+    FIGURES,
+    SPLITS,
+    TextSums,
+    check_choice,
+    check_name,
+    check_text_dataset,
+    corpus_figure,
+    document_text,
+    text_sums,
+    write_text_dataset,
+)
 from hf_lmobj.metrics.scoring import (
-    bits_per_byte_from_sums,
-    byte_perplexity_from_sums,
-    count_words,
     default_max_length,
     load_model_and_tokenizer,
     score_texts,
-    word_perplexity_from_sums,
 )
 from hf_lmobj.validation import check_length
 
@@ -89,27 +92,8 @@ logger = logging.getLogger(__name__)
 TASK_NAME = "hf_lmobj_text"
 DATA_ENV = "HF_LMOBJ_LIGHTEVAL_DATA"  # the data folder of TASKS_TABLE's task
 SPLIT_ENV = "HF_LMOBJ_LIGHTEVAL_SPLIT"  # its split (default "test")
-SPLITS = ("test", "validation", "train")  # the split names datasets gives a local folder's files
-FIGURES = ("bits_per_byte", "byte_perplexity", "word_perplexity")
-_FROM_SUMS = {"bits_per_byte": bits_per_byte_from_sums, "byte_perplexity": byte_perplexity_from_sums}
 _SPEC_KEYS = ("max_length", "batch_size", "device")
 _INSTALL = "pip install lighteval (0.13.0 checked)"
-
-
-def _check_choice(value: Any, field: str, choices: Sequence[str]) -> str:
-    """One of ``choices`` (strings), else a ``ValueError`` naming them."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{field} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def _check_name(value: Any, field: str) -> str:
-    """A string with a visible character (a name, a path, a column)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{field} must be a string, got {value!r}")
-    if not value.strip():
-        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
-    return value
 
 
 def lighteval_available() -> bool:
@@ -118,89 +102,6 @@ def lighteval_available() -> bool:
 
 
 # ------------------------------------------------------------------------------------------- data
-def write_text_dataset(texts: Sequence[str], folder: str | os.PathLike, split: str = "test") -> Path:
-    """Write ``texts`` to ``folder/<split>.jsonl`` (``{"text": ...}`` per line, UTF-8); return the file.
-
-    Refuses an empty list, a text that is not a non-empty string, and an existing file (never overwritten).
-
-    Example:
-        >>> import tempfile
-        >>> write_text_dataset(["def f():\\n    pass\\n"], tempfile.mkdtemp()).name
-        'test.jsonl'
-    """
-    split = _check_choice(split, "split", SPLITS)
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise TypeError(f"texts must be a list of strings (wrap a single text in a list), got {type(texts).__name__}")
-    if not texts:
-        raise ValueError("texts is empty; pass at least one document")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str) or not text:
-            raise ValueError(f"texts[{i}] must be a non-empty string (a document to score), got {text!r}")
-    path = Path(folder) / f"{split}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x", encoding="utf-8") as f:  # "x": an existing file is an error, not overwritten
-        f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
-    return path
-
-
-def document_text(line: Mapping[str, Any], text_column: str = "text", where: str = "a row") -> str:
-    """The document of one data row: ``line[text_column]``, a non-empty string."""
-    if not isinstance(line, Mapping):
-        raise ValueError(f"{where} must be a JSON object with a {text_column!r} field, got {type(line).__name__}")
-    if text_column not in line:
-        raise ValueError(f"{where} has no {text_column!r} field (fields: {sorted(line)}); pass text_column=<field>")
-    text = line[text_column]
-    if not isinstance(text, str) or not text:
-        raise ValueError(f"{where}: {text_column!r} must be a non-empty string (a document to score), got {text!r}")
-    return text
-
-
-def check_text_dataset(data_path: str | os.PathLike, split: str = "test", text_column: str = "text") -> int:
-    """Check the folder a task reads; return its number of documents.
-
-    ``data_path`` must be a folder holding ``<split>.jsonl``, which must be the only file that
-    ``datasets.load_dataset(data_path)`` puts in that split (``test-2.jsonl`` would join ``test``), hold
-    at least one line, and every line must be a JSON object whose ``text_column`` is a non-empty string.
-    ``FileNotFoundError`` for a missing folder or file, ``ValueError`` for the rest, naming the line.
-    """
-    split, text_column = _check_choice(split, "split", SPLITS), _check_name(text_column, "text_column")
-    if not isinstance(data_path, (str, os.PathLike)):
-        raise TypeError(f"data_path must be a path to a folder, got {type(data_path).__name__}")
-    folder = Path(data_path)
-    if not folder.exists():
-        raise FileNotFoundError(f"data_path {str(folder)!r} does not exist; pass the folder that holds {split}.jsonl")
-    if not folder.is_dir():
-        hint = f"split={folder.stem!r}" if folder.stem in SPLITS else f"a file named <split>.jsonl, split in {SPLITS}"
-        raise ValueError(f"data_path must be a folder, got the file {str(folder)!r}; pass its folder ({hint})")
-    path = folder / f"{split}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{str(path)!r} not found: the folder needs a {split}.jsonl (write_text_dataset)")
-    others = sorted(str(Path(f)) for f in _split_files(folder, split) if Path(f).resolve() != path.resolve())
-    if others:
-        raise ValueError(f"datasets would read {others} into the {split!r} split beside {path.name}; move them out")
-    count = 0
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, start=1):
-            where = f"{path}:{number}"
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where} is not a JSON object ({error.msg}); one object per line") from None
-            document_text(line, text_column, where)
-            count += 1
-    if count == 0:
-        raise ValueError(f"{str(path)!r} is empty: it holds no document to score")
-    return count
-
-
-def _split_files(folder: Path, split: str) -> list[str]:
-    """The files ``datasets.load_dataset(folder)`` assigns to ``split`` (its own split inference)."""
-    from datasets.data_files import DataFilesDict, get_data_patterns
-
-    files = DataFilesDict.from_patterns(get_data_patterns(str(folder)), base_path=str(folder))
-    return [str(f) for name, found in files.items() if str(name) == split for f in found]
-
-
 def doc_fields(line: Mapping[str, Any], task_name: str | None = None, text_column: str = "text") -> dict[str, Any]:
     """The fields of the lighteval ``Doc`` for one data row: the document is the query, scored whole.
 
@@ -227,33 +128,6 @@ def scored_text(doc: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------- metrics
-class TextSums(NamedTuple):
-    """One document's summed NLL (nats) and its lm-eval units: UTF-8 bytes and words."""
-
-    nll: float
-    num_bytes: int
-    num_words: int
-
-
-def text_sums(text: str, logprobs: Sequence[float]) -> TextSums:
-    """The sums of one scored document: ``nll = -sum(logprobs)``, bytes and words of ``text``."""
-    return TextSums(-math.fsum(logprobs), len(text.encode("utf-8")), count_words(text))
-
-
-def corpus_figure(name: str, items: Sequence[TextSums]) -> float:
-    """Corpus figure ``name`` (one of :data:`FIGURES`) over the documents' sums, by the package's functions.
-
-    ``bits_per_byte = sum nll / ln 2 / sum bytes``, ``byte_perplexity = exp(sum nll / sum bytes)``,
-    ``word_perplexity = exp(sum nll / sum words)``; an empty list, a NaN or a zero count is refused.
-    """
-    name = _check_choice(name, "figure", FIGURES)
-    nll = [item.nll for item in items]
-    if name == "word_perplexity":
-        return word_perplexity_from_sums(nll, [item.num_words for item in items])
-    return _FROM_SUMS[name](nll, [item.num_bytes for item in items])
-
-
-# ------------------------------------------------------------------------------------------ model
 class ModelSpec(NamedTuple):
     """What ``lighteval custom``'s model argument names: the model and the scoring settings."""
 
@@ -274,7 +148,7 @@ def parse_model_spec(spec: str) -> ModelSpec:
         ...
         ValueError: model option 'stride' is unknown; the options are ('max_length', 'batch_size', 'device')
     """
-    model, *options = _check_name(spec, "model").split(",")
+    model, *options = check_name(spec, "model").split(",")
     settings: dict[str, Any] = {}
     for option in options:
         key, sep, value = (part.strip() for part in option.partition("="))
@@ -288,7 +162,7 @@ def parse_model_spec(spec: str) -> ModelSpec:
         if not value.isdigit():
             raise ValueError(f"model option {key} must be an int >= 1, got {value!r}")
         settings[key] = check_length(int(value), key, 1)
-    return ModelSpec(_check_name(model.strip(), "model"), **settings)
+    return ModelSpec(check_name(model.strip(), "model"), **settings)
 
 
 class _NoSampleCache:
@@ -307,7 +181,7 @@ def build_tasks_table(
     The folder is checked first (:func:`check_text_dataset`); then lighteval is imported (an
     ``ImportError`` says how to install it). The task's metrics are :data:`FIGURES`, by :func:`corpus_figure`.
     """
-    name = _check_name(name, "name")
+    name = check_name(name, "name")
     check_text_dataset(data_path, split, text_column)
     _require_lighteval()
     from lighteval.tasks.lighteval_task import LightevalTaskConfig
@@ -388,7 +262,7 @@ if lighteval_available():  # the metric pieces and the backend (lighteval custom
         """Corpus figure ``figure`` of the documents' :class:`TextSums` (:func:`corpus_figure`)."""
 
         def __init__(self, figure: str):
-            self.figure = _check_choice(figure, "figure", FIGURES)
+            self.figure = check_choice(figure, "figure", FIGURES)
 
         def compute_corpus(self, items: Sequence[TextSums]) -> float:
             return corpus_figure(self.figure, items)
@@ -420,7 +294,7 @@ if lighteval_available():  # the metric pieces and the backend (lighteval custom
             from lighteval.models.custom.custom_model import CustomModelConfig
 
             spec = ModelSpec(
-                _check_name(name, "name"),
+                check_name(name, "name"),
                 check_length(max_length, "max_length", 1, "tokens per window", optional=True),
                 check_length(batch_size, "batch_size", 1, "windows per forward pass"),
             )

@@ -1,0 +1,173 @@
+"""Local text for corpus figures: ``<split>.jsonl`` folders of documents and each document's sums.
+
+A folder holds ``<split>.jsonl`` (``split`` in :data:`SPLITS`), one JSON object per line with a non-empty
+``"text"``: a document, scored whole. A document's :class:`TextSums` (NLL in nats, UTF-8 bytes, lm-eval's
+words) add up to the corpus :data:`FIGURES` through the package's own ``*_from_sums`` functions.
+
+Example:
+    >>> import math
+    >>> sums = [text_sums("a b", [-math.log(2), -math.log(4)]), text_sums("é", [-math.log(8)])]
+    >>> [round(corpus_figure(name, sums), 6) for name in FIGURES]  # 6 bits over 5 bytes, 3 words
+    [1.2, 2.297397, 4.0]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from hf_lmobj.metrics.scoring import (
+    bits_per_byte_from_sums,
+    byte_perplexity_from_sums,
+    count_words,
+    word_perplexity_from_sums,
+)
+
+__all__ = [
+    "SPLITS",
+    "FIGURES",
+    "TextSums",
+    "write_text_dataset",
+    "document_text",
+    "check_text_dataset",
+    "text_sums",
+    "corpus_figure",
+    "check_choice",
+    "check_name",
+]
+
+SPLITS = ("test", "validation", "train")  # the split names datasets gives a local folder's files
+FIGURES = ("bits_per_byte", "byte_perplexity", "word_perplexity")
+_FROM_SUMS = {"bits_per_byte": bits_per_byte_from_sums, "byte_perplexity": byte_perplexity_from_sums}
+
+
+def check_choice(value: Any, field: str, choices: Sequence[str]) -> str:
+    """One of ``choices`` (strings), else a ``ValueError`` naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{field} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_name(value: Any, field: str) -> str:
+    """A string with a visible character (a name, a path, a column)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a string, got {value!r}")
+    if not value.strip():
+        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+    return value
+
+
+def write_text_dataset(texts: Sequence[str], folder: str | os.PathLike, split: str = "test") -> Path:
+    """Write ``texts`` to ``folder/<split>.jsonl`` (``{"text": ...}`` per line, UTF-8); return the file.
+
+    Refuses an empty list, a text that is not a non-empty string, and an existing file (never overwritten).
+
+    Example:
+        >>> import tempfile
+        >>> write_text_dataset(["def f():\\n    pass\\n"], tempfile.mkdtemp()).name
+        'test.jsonl'
+    """
+    split = check_choice(split, "split", SPLITS)
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError(f"texts must be a list of strings (wrap a single text in a list), got {type(texts).__name__}")
+    if not texts:
+        raise ValueError("texts is empty; pass at least one document")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"texts[{i}] must be a non-empty string (a document to score), got {text!r}")
+    path = Path(folder) / f"{split}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8") as f:  # "x": an existing file is an error, not overwritten
+        f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
+    return path
+
+
+def document_text(line: Mapping[str, Any], text_column: str = "text", where: str = "a row") -> str:
+    """The document of one data row: ``line[text_column]``, a non-empty string."""
+    if not isinstance(line, Mapping):
+        raise ValueError(f"{where} must be a JSON object with a {text_column!r} field, got {type(line).__name__}")
+    if text_column not in line:
+        raise ValueError(f"{where} has no {text_column!r} field (fields: {sorted(line)}); pass text_column=<field>")
+    text = line[text_column]
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"{where}: {text_column!r} must be a non-empty string (a document to score), got {text!r}")
+    return text
+
+
+def check_text_dataset(data_path: str | os.PathLike, split: str = "test", text_column: str = "text") -> int:
+    """Check the folder a task reads; return its number of documents.
+
+    ``data_path`` must be a folder holding ``<split>.jsonl``, which must be the only file that
+    ``datasets.load_dataset(data_path)`` puts in that split (``test-2.jsonl`` would join ``test``), hold
+    at least one line, and every line must be a JSON object whose ``text_column`` is a non-empty string.
+    ``FileNotFoundError`` for a missing folder or file, ``ValueError`` for the rest, naming the line.
+    """
+    split, text_column = check_choice(split, "split", SPLITS), check_name(text_column, "text_column")
+    if not isinstance(data_path, (str, os.PathLike)):
+        raise TypeError(f"data_path must be a path to a folder, got {type(data_path).__name__}")
+    folder = Path(data_path)
+    if not folder.exists():
+        raise FileNotFoundError(f"data_path {str(folder)!r} does not exist; pass the folder that holds {split}.jsonl")
+    if not folder.is_dir():
+        hint = f"split={folder.stem!r}" if folder.stem in SPLITS else f"a file named <split>.jsonl, split in {SPLITS}"
+        raise ValueError(f"data_path must be a folder, got the file {str(folder)!r}; pass its folder ({hint})")
+    path = folder / f"{split}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(path)!r} not found: the folder needs a {split}.jsonl (write_text_dataset)")
+    others = sorted(str(Path(f)) for f in _split_files(folder, split) if Path(f).resolve() != path.resolve())
+    if others:
+        raise ValueError(f"datasets would read {others} into the {split!r} split beside {path.name}; move them out")
+    count = 0
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where} is not a JSON object ({error.msg}); one object per line") from None
+            document_text(line, text_column, where)
+            count += 1
+    if count == 0:
+        raise ValueError(f"{str(path)!r} is empty: it holds no document to score")
+    return count
+
+
+def _split_files(folder: Path, split: str) -> list[str]:
+    """The files ``datasets.load_dataset(folder)`` assigns to ``split`` (its own split inference)."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    files = DataFilesDict.from_patterns(get_data_patterns(str(folder)), base_path=str(folder))
+    return [str(f) for name, found in files.items() if str(name) == split for f in found]
+
+
+class TextSums(NamedTuple):
+    """One document's summed NLL (nats) and its lm-eval units: UTF-8 bytes and words."""
+
+    nll: float
+    num_bytes: int
+    num_words: int
+
+
+def text_sums(text: str, logprobs: Sequence[float]) -> TextSums:
+    """The sums of one scored document: ``nll = -sum(logprobs)``, bytes and words of ``text``."""
+    return TextSums(-math.fsum(logprobs), len(text.encode("utf-8")), count_words(text))
+
+
+def corpus_figure(name: str, items: Sequence[TextSums]) -> float:
+    """Corpus figure ``name`` (one of :data:`FIGURES`) over the documents' sums, by the package's functions.
+
+    ``bits_per_byte = sum nll / ln 2 / sum bytes``, ``byte_perplexity = exp(sum nll / sum bytes)``,
+    ``word_perplexity = exp(sum nll / sum words)``; an empty list, a NaN or a zero count is refused.
+    """
+    name = check_choice(name, "figure", FIGURES)
+    nll = [item.nll for item in items]
+    if name == "word_perplexity":
+        return word_perplexity_from_sums(nll, [item.num_words for item in items])
+    return _FROM_SUMS[name](nll, [item.num_bytes for item in items])
+
+
+# ------------------------------------------------------------------------------------------ model
