@@ -3,12 +3,15 @@
 Each metric is a folder laid out exactly as a Space on the Hub: ``<name>.py`` (the metric script),
 ``README.md`` (the card; its front matter pins gradio :data:`GRADIO_SDK_VERSION`), ``app.py``
 (evaluate's Gradio widget), ``requirements.txt`` (evaluate, datasets, torch, transformers) and
-``scoring.py``. One source of truth: :mod:`hf_lmobj.metrics.scoring` imports only the standard
-library, torch, transformers and tqdm; the scripts import it as a sibling (``from .scoring import``,
-which ``evaluate`` copies along), and each folder's ``scoring.py`` is that file with a generated
-header, written by :func:`export_space` (from the package source, always) and refreshed in this
-tree by :func:`sync_space_copies` (a test fails while a copy is stale). So ``evaluate.load(<folder>)``
-works on the folder here, on an exported or ``cp -r`` copy and on the pushed Space, without hf_lmobj.
+the core files :data:`CORE_NAMES`, ``sums.py`` and ``scoring.py``. One source of truth:
+:mod:`hf_lmobj.metrics.scoring` imports only the standard library, torch, transformers, tqdm and
+:mod:`hf_lmobj.metrics.sums` (which needs the standard library alone, and ``.scoring`` to score
+texts), both by relative imports; each script imports both as siblings (``from .sums import`` and
+``from .scoring import``: ``evaluate`` copies along only the files that the script itself imports),
+and each folder's core file is the package's with a generated header, written by :func:`export_space`
+(from the package source, always) and refreshed in this tree by :func:`sync_space_copies` (a test
+fails while a copy is stale). So ``evaluate.load(<folder>)`` works on the folder here, on an exported
+or ``cp -r`` copy and on the pushed Space, without hf_lmobj.
 
 Example:
     >>> from hf_lmobj.metrics import load
@@ -28,12 +31,8 @@ PERPLEXITY_PATH = METRICS_DIR / "perplexity"
 BITS_PER_BYTE_PATH = METRICS_DIR / "bits_per_byte"
 _NOT_IN_SPACE = ("__init__.py", "__pycache__", "*.pyc")
 SPACE_FILES = ("README.md", "app.py", "requirements.txt")  # besides the metric script <name>.py
-CORE_SOURCE = METRICS_DIR / "scoring.py"
-CORE_NAME = "scoring.py"  # the core's name in a Space folder (the scripts import ``.scoring``)
-_CORE_HEADER = (
-    "# Generated from hf_lmobj/metrics/scoring.py by hf_lmobj.metrics.export_space: do not edit here.\n"
-    '# Edit the package file, then run `python -c "import hf_lmobj.metrics as m; m.sync_space_copies()"`.\n'
-)
+CORE_NAMES = ("sums.py", "scoring.py")  # the core files, named alike in a Space folder (the scripts import both)
+CORE_SOURCES = tuple(METRICS_DIR / name for name in CORE_NAMES)  # the package's, whatever METRICS_DIR becomes
 
 GRADIO_SDK_VERSION = "3.19.1"
 """The gradio version the Space cards pin (``sdk_version`` in each folder's README.md).
@@ -58,23 +57,34 @@ def load(name: str, **kwargs):
     return evaluate.load(str(metric_path(name)), **kwargs)
 
 
-def space_core_text() -> str:
-    """The text of a Space folder's ``scoring.py``: a generated header, then the package's scoring core."""
-    return _CORE_HEADER + CORE_SOURCE.read_text(encoding="utf-8")
+def space_core_text(core: str) -> str:
+    """The text of a Space folder's core file ``core`` (in :data:`CORE_NAMES`): a generated header, then the package's.
+
+    Example:
+        >>> space_core_text("sums.py").splitlines()[0]
+        '# Generated from hf_lmobj/metrics/sums.py by hf_lmobj.metrics.export_space: do not edit here.'
+    """
+    if core not in CORE_NAMES:
+        raise ValueError(f"unknown core file {core!r}; choose one of {CORE_NAMES}")
+    header = (
+        f"# Generated from hf_lmobj/metrics/{core} by hf_lmobj.metrics.export_space: do not edit here.\n"
+        '# Edit the package file, then run `python -c "import hf_lmobj.metrics as m; m.sync_space_copies()"`.\n'
+    )
+    return header + CORE_SOURCES[CORE_NAMES.index(core)].read_text(encoding="utf-8")
 
 
 def export_space(name: str, destination: str | Path) -> Path:
     """Write metric ``name`` to ``destination/<name>`` as a self-contained Space folder; return it.
 
-    The folder holds the metric script, ``README.md``, ``app.py``, ``requirements.txt`` and
-    ``scoring.py`` (written from :mod:`hf_lmobj.metrics.scoring`, not copied from the folder) as real
+    The folder holds the metric script, ``README.md``, ``app.py``, ``requirements.txt`` and the core
+    files ``sums.py`` and ``scoring.py`` (written from the package's, not copied from the folder) as real
     files; package files such as ``__init__.py`` and caches are left out. It runs with evaluate,
     datasets, torch and transformers alone, ready to upload.
 
     Example:
         >>> import tempfile
         >>> sorted(p.name for p in export_space("perplexity", tempfile.mkdtemp()).iterdir())
-        ['README.md', 'app.py', 'perplexity.py', 'requirements.txt', 'scoring.py']
+        ['README.md', 'app.py', 'perplexity.py', 'requirements.txt', 'scoring.py', 'sums.py']
     """
     source = metric_path(name)
     missing = [f for f in (*SPACE_FILES, f"{name}.py") if not (source / f).is_file()]
@@ -84,21 +94,25 @@ def export_space(name: str, destination: str | Path) -> Path:
     target.mkdir(parents=True)
     for file in (*SPACE_FILES, f"{name}.py"):
         shutil.copyfile(source / file, target / file)
-    (target / CORE_NAME).write_text(space_core_text(), encoding="utf-8")
+    for core in CORE_NAMES:
+        (target / core).write_text(space_core_text(core), encoding="utf-8")
     return target
 
 
 def sync_space_copies() -> list[Path]:
-    """Rewrite each metric folder's ``scoring.py`` in this tree from the package's; return those changed.
+    """Rewrite each metric folder's core files in this tree from the package's; return those changed.
 
-    Run after editing :mod:`hf_lmobj.metrics.scoring` (tests/metrics/test_spaces.py fails until then).
+    Run after editing :mod:`hf_lmobj.metrics.sums` or :mod:`hf_lmobj.metrics.scoring`
+    (tests/metrics/test_spaces.py fails until then).
     """
-    changed, text = [], space_core_text()
-    for name in METRIC_NAMES:
-        copy = metric_path(name) / CORE_NAME
-        if not copy.is_file() or copy.read_text(encoding="utf-8") != text:
-            copy.write_text(text, encoding="utf-8")
-            changed.append(copy)
+    changed = []
+    for core in CORE_NAMES:
+        text = space_core_text(core)
+        for name in METRIC_NAMES:
+            copy = metric_path(name) / core
+            if not copy.is_file() or copy.read_text(encoding="utf-8") != text:
+                copy.write_text(text, encoding="utf-8")
+                changed.append(copy)
     return changed
 
 
@@ -125,7 +139,8 @@ def push_to_hub(name: str, repo_id: str, token: str | None = None, private: bool
 
 __all__ = [
     "BITS_PER_BYTE_PATH",
-    "CORE_SOURCE",
+    "CORE_NAMES",
+    "CORE_SOURCES",
     "GRADIO_SDK_VERSION",
     "METRIC_NAMES",
     "PERPLEXITY_PATH",

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hf_lmobj.metrics.scoring import (
+from hf_lmobj.metrics.sums import (
     bits_per_byte_from_sums,
     byte_perplexity_from_sums,
     count_words,

@@ -2,7 +2,7 @@
 
 LightEval (``pip install lighteval``, 0.13.0 checked) scores a model on this package's definitions:
 ``bits_per_byte = sum nll / ln 2 / sum UTF-8 bytes``, ``byte_perplexity = exp(sum nll / sum bytes)``
-and ``word_perplexity = exp(sum nll / sum words)`` (lm-eval's words, :func:`~hf_lmobj.metrics.scoring.count_words`),
+and ``word_perplexity = exp(sum nll / sum words)`` (lm-eval's words, :func:`~hf_lmobj.metrics.sums.count_words`),
 with the NLL (nats) of each whole document summed over lm-evaluation-harness's disjoint rolling windows
 (:func:`hf_lmobj.metrics.scoring.score_texts` with ``windows="lm_eval"``). This file is three things at once:
 

@@ -1,10 +1,13 @@
 """Score texts with a causal LM: per-text summed NLL over sliding windows, batched across texts.
 
-The one scoring core behind both metric folders and the recipes. It imports only the standard
-library, ``torch``, ``transformers`` and ``tqdm`` (a dependency of ``transformers``), never the rest of
-``hf_lmobj``: :func:`hf_lmobj.metrics.export_space` copies this very file into each Space folder as
-``scoring.py`` (the scripts import it with ``from .scoring import ...``, a sibling file ``evaluate``
-copies along), so a Space runs with ``evaluate``, ``torch``, ``transformers`` and ``datasets`` alone.
+Contract. :func:`score_texts` returns one :class:`TextScore` per text (summed NLL in nats, scored
+tokens, UTF-8 bytes, lm-eval words); :mod:`.sums` turns such sums into corpus figures and feeds the
+``evaluate`` metrics (its names are re-exported here). This file imports only the standard library,
+``torch``, ``transformers``, ``tqdm`` (a dependency of ``transformers``) and its sibling ``.sums``, never
+the rest of ``hf_lmobj``: :func:`hf_lmobj.metrics.export_space` writes both files into each Space folder,
+whose script imports both (``from .sums import ...``, ``from .scoring import ...``: siblings that
+``evaluate`` copies along), so a Space runs with ``evaluate``, ``torch``, ``transformers`` and
+``datasets`` alone.
 
 Windows (``windows="strided"``, the default). A text of ``N`` tokens (BOS included when
 ``add_start_token``) has ``N - 1`` targets: token ``p + 1`` is predicted from the logits at position
@@ -18,38 +21,61 @@ lm-evaluation-harness (``windows="lm_eval"``): ``loglikelihood_rolling``'s windo
 for window, the strided layout above with ``stride = max_length`` over ``[BOS, else EOS] + t`` (``t``
 the text encoded without special tokens): disjoint blocks of ``max_length`` targets, each read from
 the ``max_length`` tokens before its last target, so the last short window too has a full context.
-lm-eval's unit counts are :func:`count_words` (``len(re.split(r"\\s+", text))``) and the UTF-8 bytes;
-its aggregates are ``word_perplexity = exp(sum nll / sum words)``, ``byte_perplexity = exp(sum nll /
-sum bytes)`` and ``bits_per_byte = sum nll / sum bytes / ln 2``.
 
 Example:
     >>> plan_windows(10, max_length=4, stride=2)
     [(0, 0, 4), (2, 4, 6), (4, 6, 8), (5, 8, 9)]
-    >>> round(perplexity_from_sums([3.912], [3]), 3), round(bits_per_byte_from_sums([math.log(4)], [2]), 3)
-    (3.684, 1.0)
+
+Why one module: the package, the recipes and both Spaces score texts with this very code, so their figures agree.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
-import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from tqdm.auto import tqdm
 
+from .sums import (
+    EMPTY_ENTRY_FIX,
+    MODEL_KWARGS,
+    SumsMetric,
+    bits_per_byte_from_sums,
+    byte_perplexity_from_sums,
+    check_counts,
+    check_flag,
+    check_length,
+    check_nll_sums,
+    check_sums,
+    check_window_lengths,
+    count_words,
+    exp_or_inf,
+    perplexity_from_sums,
+    sums_from_compute_args,
+    word_perplexity_from_sums,
+)
+
 __all__ = [
-    "EMPTY_ENTRY_FIX",
     "WINDOWS",
     "TextScore",
     "full_vocab_logits",
     "model_vocab_size",
     "check_fits_context",
-    "count_words",
     "plan_windows",
+    "load_model_and_tokenizer",
+    "default_max_length",
+    "encode_texts",
+    "score_texts",
+    "window_nll",
+    # re-exported from .sums (their home), so that imports from here keep working
+    "EMPTY_ENTRY_FIX",
+    "count_words",
+    "check_length",
+    "check_flag",
+    "check_counts",
+    "check_nll_sums",
     "check_window_lengths",
     "check_sums",
     "exp_or_inf",
@@ -57,17 +83,10 @@ __all__ = [
     "bits_per_byte_from_sums",
     "byte_perplexity_from_sums",
     "word_perplexity_from_sums",
-    "load_model_and_tokenizer",
-    "default_max_length",
-    "encode_texts",
-    "score_texts",
     "MODEL_KWARGS",
     "SumsMetric",
     "sums_from_compute_args",
 ]
-
-#: What to do about an entry that scored nothing (it has no perplexity).
-EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"
 
 #: The window layouts of :func:`score_texts`: strided sliding windows, or lm-eval's disjoint rolling ones.
 WINDOWS = ("strided", "lm_eval")
@@ -80,16 +99,6 @@ class TextScore(NamedTuple):
     num_tokens: int
     num_bytes: int
     num_words: int = 0  # 0: not counted
-
-
-def count_words(text: str) -> int:
-    """lm-evaluation-harness's word count, ``len(re.split(r"\\s+", text))`` (so never 0).
-
-    Example:
-        >>> count_words("def f(x):\\n    return x"), count_words(" a b "), count_words("")
-        (4, 4, 1)
-    """
-    return len(re.split(r"\s+", text))
 
 
 def plan_windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -111,155 +120,6 @@ def plan_windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[in
         windows.append((max(0, end - max_length), done, end))
         done = end
     return windows
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy bools too
-
-
-def check_length(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
-    """An int ``>= minimum`` (numpy ints accepted; bools and floats refused), as an int."""
-    reason = f" ({why})" if why else ""
-    if _is_bool(value) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{field} must be an int >= {minimum}{reason}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}{reason}, got {value!r}")
-    return int(value)
-
-
-def check_flag(value: Any, field: str) -> bool:
-    """``True`` or ``False`` (numpy bools too); a string such as ``"False"`` is refused."""
-    if not _is_bool(value):
-        raise TypeError(f"{field} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _as_list(values: Any, field: str) -> list:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise TypeError(f"{field} must be a list with one entry per text, got {type(values).__name__}")
-    shape = tuple(getattr(values, "shape", (len(values),)))
-    if len(shape) != 1:
-        raise ValueError(f"{field} must be 1-D (one entry per text), got shape {shape}")
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu()
-    return list(values)
-
-
-def _scalar(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
-        return value.item()
-    return value
-
-
-def check_counts(values: Any, field: str, minimum: int = 1, fix: str = "") -> list[int]:
-    """Whole numbers ``>= minimum``, one per text (integral floats accepted; bools, NaN, 1.5 refused)."""
-    out = []
-    for i, value in enumerate(_as_list(values, field)):
-        value, name = _scalar(value), f"{field}[{i}]"
-        if _is_bool(value) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a whole number, got {value!r}")
-        if not isinstance(value, numbers.Integral) and not (math.isfinite(value) and float(value).is_integer()):
-            raise ValueError(f"{name} is {value}; counts must be whole numbers >= {minimum}")
-        count = int(value)
-        if count < minimum:
-            problem = "counts cannot be negative" if count < 0 else f"it must be >= {minimum}"
-            raise ValueError(f"{name} is {count}; {problem}{'; ' + fix if fix else ''}")
-        out.append(count)
-    return out
-
-
-def check_nll_sums(values: Any, field: str = "nll") -> list[float]:
-    """Summed negative log-likelihoods (nats), each a real number ``>= 0`` (``inf`` allowed, NaN not)."""
-    out = []
-    for i, value in enumerate(_as_list(values, field)):
-        value = _scalar(value)
-        if _is_bool(value) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{field}[{i}] must be a number (a summed negative log-likelihood in nats), got {value!r}")
-        if math.isnan(value) or value < 0:
-            raise ValueError(f"{field}[{i}] is {value}; it must be a summed negative log-likelihood >= 0 (nats)")
-        out.append(float(value))
-    return out
-
-
-def check_window_lengths(max_length: int, stride: int) -> tuple[int, int]:
-    """``max_length`` (>= 1) and ``stride`` (in ``[1, max_length]``) of the sliding windows, as ints.
-
-    Example:
-        >>> check_window_lengths(8, 9)
-        Traceback (most recent call last):
-        ...
-        ValueError: stride must be an int in [1, max_length=8] (new tokens scored per window), got 9
-    """
-    max_length = check_length(max_length, "max_length", 1, "tokens per forward pass")
-    stride = check_length(stride, "stride", 1, "new tokens scored per window after the first")
-    if stride > max_length:
-        raise ValueError(
-            f"stride must be an int in [1, max_length={max_length}] (new tokens scored per window), got {stride}"
-        )
-    return max_length, stride
-
-
-def check_sums(nll: Sequence[float], counts: Sequence[int], count_name: str) -> tuple[list[float], list[int]]:
-    """Validate per-entry NLL sums and their counts (tokens or bytes) before any cast; return plain lists.
-
-    Every entry is checked: ``TypeError`` for a value that is not a number (a string, a bool);
-    ``ValueError`` for a length mismatch, an empty input, a NaN or negative NLL, or a count that is
-    not a whole number >= 1 (1.5 is refused, not truncated; an entry that scored nothing has no
-    perplexity: leave it out).
-
-    Example:
-        >>> check_sums([1.5], [0], "num_tokens")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: num_tokens[0] is 0; it must be >= 1; every entry needs at least one scored token/byte ...
-        >>> check_sums([1.0], [1.5], "num_tokens")
-        Traceback (most recent call last):
-        ...
-        ValueError: num_tokens[0] is 1.5; counts must be whole numbers >= 1
-    """
-    nll, counts = check_nll_sums(nll, "nll"), check_counts(counts, count_name, 1, EMPTY_ENTRY_FIX)
-    if len(nll) != len(counts):
-        raise ValueError(f"nll ({len(nll)}) and {count_name} ({len(counts)}) must have one entry per text each")
-    if not nll:
-        raise ValueError(f"nll and {count_name} are empty; pass at least one entry")
-    return nll, counts
-
-
-def exp_or_inf(x: float) -> float:
-    """``exp(x)``, and ``inf`` where that overflows a float: the perplexity of a hopeless model, everywhere.
-
-    Example:
-        >>> exp_or_inf(0.0), exp_or_inf(1e6)
-        (1.0, inf)
-    """
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return math.inf
-
-
-def perplexity_from_sums(nll: Sequence[float], num_tokens: Sequence[int]) -> float:
-    """Corpus perplexity ``exp(sum nll / sum num_tokens)`` (token-weighted, not a mean of ratios); inf on overflow."""
-    nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
-    return exp_or_inf(math.fsum(nll) / sum(num_tokens))
-
-
-def bits_per_byte_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
-    """Corpus bits per byte ``sum nll / ln 2 / sum num_bytes`` (bytes of the original UTF-8 text)."""
-    nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
-    return math.fsum(nll) / math.log(2) / sum(num_bytes)
-
-
-def byte_perplexity_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
-    """lm-eval's ``byte_perplexity``, ``exp(sum nll / sum num_bytes)`` (``2 ** bits_per_byte``); inf on overflow."""
-    nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
-    return exp_or_inf(math.fsum(nll) / sum(num_bytes))
-
-
-def word_perplexity_from_sums(nll: Sequence[float], num_words: Sequence[int]) -> float:
-    """lm-eval's ``word_perplexity``, ``exp(sum nll / sum num_words)`` (words: :func:`count_words`)."""
-    nll, num_words = check_sums(nll, num_words, "num_words")
-    return exp_or_inf(math.fsum(nll) / sum(num_words))
 
 
 def load_model_and_tokenizer(model, tokenizer=None, device: str | torch.device | None = None):
@@ -472,94 +332,3 @@ def score_texts(
         TextScore(float(value), len(row) - 1, len(text.encode("utf-8")), count_words(text))
         for value, row, text in zip(nll.tolist(), ids, texts)
     ]
-
-
-MODEL_KWARGS = (
-    "model_id",
-    "model",
-    "tokenizer",
-    "max_length",
-    "stride",
-    "add_start_token",
-    "batch_size",
-    "device",
-    "progress",
-    "windows",
-)
-
-
-class SumsMetric:
-    """Mixin for an ``evaluate.Metric`` fed ``nll=`` / ``<count_name>=`` sums, or texts and a model.
-
-    ``compute``, ``add_batch`` and ``add`` check every entry here, before ``evaluate`` casts the
-    counts to int64 (which would truncate 1.5 to 1 and hide it). Set ``count_name`` in the subclass,
-    and ``optional_counts`` for more count columns (e.g. ``num_words``): an entry given without them
-    gets 0 there (not counted), so one feature set serves both kinds of input.
-    """
-
-    count_name: str = ""
-    optional_counts: tuple[str, ...] = ()
-
-    def _checked(self, sums: dict) -> dict:
-        if "nll" not in sums or self.count_name not in sums:
-            raise ValueError(f"pass nll=[...] and {self.count_name}=[...] (one entry per text)")
-        sums["nll"], sums[self.count_name] = check_sums(sums["nll"], sums[self.count_name], self.count_name)
-        for name in self.optional_counts:
-            if name not in sums:
-                sums[name] = [0] * len(sums["nll"])
-                continue
-            sums[name] = check_counts(sums[name], name, minimum=0)  # 0: not counted
-            if len(sums[name]) != len(sums["nll"]):
-                raise ValueError(
-                    f"nll ({len(sums['nll'])}) and {name} ({len(sums[name])}) must have one entry per text each"
-                )
-        return sums
-
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """``compute(nll=..., <count_name>=...)``, or ``compute(predictions=texts, model_id=...)``."""
-        sums = sums_from_compute_args(predictions, references, kwargs, self.count_name, self.optional_counts)
-        if "nll" in sums or self.count_name in sums:
-            sums = self._checked(sums)
-        return super().compute(**sums)
-
-    def add_batch(self, *, predictions=None, references=None, **kwargs):
-        """Add per-text sums (``nll=``, ``<count_name>=``), or texts scored with a model."""
-        sums = sums_from_compute_args(predictions, references, kwargs, self.count_name, self.optional_counts)
-        return super().add_batch(**self._checked(sums))
-
-    def add(self, *, prediction=None, reference=None, **kwargs):
-        """Add one text's sums: ``add(nll=..., <count_name>=...)``."""
-        if prediction is not None or reference is not None:
-            raise ValueError(f"add takes nll= and {self.count_name}= (one text's sums); score texts with add_batch")
-        if "nll" not in kwargs or self.count_name not in kwargs:
-            raise ValueError(f"add needs nll= and {self.count_name}= (one text's sums)")
-        names = ("nll", self.count_name, *(n for n in self.optional_counts if n in kwargs))
-        one = self._checked({name: [kwargs.pop(name)] for name in names})
-        return super().add(**{name: values[0] for name, values in one.items()}, **kwargs)
-
-
-def sums_from_compute_args(
-    predictions, references, kwargs: dict, count_name: str, optional_counts: Sequence[str] = ()
-) -> dict:
-    """The dispatch shared by the metrics' ``compute``: the ``nll=`` / ``<count_name>=`` sums to add.
-
-    With ``predictions`` (texts) and a model, the texts are scored and their sums returned in
-    ``kwargs`` (with ``optional_counts`` taken from the scores too); without, ``kwargs`` already hold
-    the sums and are returned as they are. Checks that exactly one way in is used.
-    """
-    model_kwargs = {k: kwargs.pop(k) for k in MODEL_KWARGS if k in kwargs}
-    if references is not None:
-        raise ValueError(f"this metric takes no references; pass predictions=texts or nll=/{count_name}=")
-    if predictions is None:
-        if model_kwargs:
-            raise ValueError(f"{sorted(model_kwargs)} need predictions=<list of texts> to score")
-        return kwargs
-    if "nll" in kwargs or count_name in kwargs or any(name in kwargs for name in optional_counts):
-        raise ValueError(f"pass either predictions=texts (with a model) or nll=/{count_name}=, not both")
-    model, model_id = model_kwargs.pop("model", None), model_kwargs.pop("model_id", None)
-    if (model is None) == (model_id is None):
-        raise ValueError("scoring texts needs exactly one of model_id=<path or Hub id> or model=<causal LM>")
-    tokenizer = model_kwargs.pop("tokenizer", None)
-    scores = score_texts(model if model is not None else model_id, tokenizer, predictions, **model_kwargs)
-    counts = {name: [getattr(s, name) for s in scores] for name in (count_name, *optional_counts)}
-    return {**kwargs, "nll": [s.nll for s in scores], **counts}

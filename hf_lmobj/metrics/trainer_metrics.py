@@ -16,7 +16,7 @@ Usage::
     trainer.evaluate()  # {"eval_perplexity": ..., "eval_bits_per_byte": ..., ...}
 
 Both ``batch_eval_metrics=False`` (default) and ``True`` work. With ``num_words`` (lm-eval's
-:func:`~hf_lmobj.metrics.scoring.count_words`, summed over the eval texts) the result has lm-eval's
+:func:`~hf_lmobj.metrics.sums.count_words`, summed over the eval texts) the result has lm-eval's
 ``word_perplexity`` too (as ``byte_perplexity``, with the bytes, is lm-eval's ``exp(nll / bytes)``);
 the NLL is the Trainer's, over the eval rows as collated, not lm-eval's rolling windows.
 
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from hf_lmobj.losses.functional import token_nll
-from hf_lmobj.metrics.scoring import exp_or_inf
+from hf_lmobj.metrics.sums import exp_or_inf
 from hf_lmobj.validation import check_count, check_counts, check_labels
 
 __all__ = ["mean_nll_and_perplexity", "LanguageModelingMetrics"]
@@ -107,7 +107,7 @@ class LanguageModelingMetrics:
     ) -> LanguageModelingMetrics:
         """Metrics whose byte total is the sum of ``eval_dataset[column]`` (and ``num_rows`` its length).
 
-        When the dataset has ``words_column`` (per-text :func:`~hf_lmobj.metrics.scoring.count_words`),
+        When the dataset has ``words_column`` (per-text :func:`~hf_lmobj.metrics.sums.count_words`),
         its sum is ``num_words``.
         """
         if column not in getattr(eval_dataset, "column_names", ()):

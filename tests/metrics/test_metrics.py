@@ -17,7 +17,7 @@ import pandas
 import pytest
 import torch
 
-from hf_lmobj.metrics import GRADIO_SDK_VERSION, METRIC_NAMES, export_space, load, metric_path
+from hf_lmobj.metrics import CORE_NAMES, GRADIO_SDK_VERSION, METRIC_NAMES, export_space, load, metric_path
 from tests.testing_utils import tiny_gpt2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -161,14 +161,14 @@ def _front_matter(card: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", METRIC_NAMES)
 def test_export_space_writes_a_gradio_app_and_its_requirements(name, tmp_path):
     folder = export_space(name, tmp_path)
-    expected = ["README.md", "app.py", f"{name}.py", "requirements.txt", "scoring.py"]
+    expected = ["README.md", "app.py", f"{name}.py", "requirements.txt", *CORE_NAMES]
     assert sorted(p.name for p in folder.iterdir()) == sorted(expected)
     assert not any(p.is_symlink() for p in folder.iterdir())
     app = (folder / "app.py").read_text(encoding="utf-8")
     assert "launch_gradio_widget" in app and f'"{name}.py"' in app
     lines = (folder / "requirements.txt").read_text(encoding="utf-8").splitlines()
     requirements = [r for r in (line.split("#")[0].strip() for line in lines) if r]
-    assert "hf_lmobj" not in requirements  # the metric script imports the scoring.py beside it
+    assert "hf_lmobj" not in requirements  # the metric script imports the sums.py and scoring.py beside it
     assert not any(r.startswith("gradio") for r in requirements)  # the Space's sdk_version installs it
     card = (folder / "README.md").read_text(encoding="utf-8")
     matter = _front_matter(card)
@@ -282,4 +282,4 @@ def test_load_rejects_unknown_names():
 def test_metric_folders_hold_only_the_space_files_and_the_package_marker():
     for name in METRIC_NAMES:
         scripts = sorted(p.name for p in metric_path(name).iterdir() if p.suffix == ".py")
-        assert scripts == sorted(["__init__.py", f"{name}.py", "app.py", "scoring.py"])  # scoring.py: generated
+        assert scripts == sorted(["__init__.py", f"{name}.py", "app.py", *CORE_NAMES])  # the cores: generated

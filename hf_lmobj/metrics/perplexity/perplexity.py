@@ -2,10 +2,10 @@
 
 This folder is a Hub Space: ``perplexity.py`` (this script), ``README.md`` (the card, whose front matter
 pins the gradio evaluate's widget runs with), ``app.py`` (the widget), ``requirements.txt`` (evaluate,
-datasets, torch, transformers) and ``scoring.py``: a copy of :mod:`hf_lmobj.metrics.scoring` that
-:func:`hf_lmobj.metrics.export_space` writes (never edited by hand; a test holds it equal to the
-package's). No file links elsewhere, so a plain copy of the folder loads with ``evaluate.load(<folder>)``
-without hf_lmobj installed.
+datasets, torch, transformers), ``sums.py`` and ``scoring.py``: copies of :mod:`hf_lmobj.metrics.sums`
+and :mod:`hf_lmobj.metrics.scoring` that :func:`hf_lmobj.metrics.export_space` writes (never edited by
+hand; a test holds them equal to the package's). No file links elsewhere, so a plain copy of the
+folder loads with ``evaluate.load(<folder>)`` without hf_lmobj installed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ import math
 import datasets
 import evaluate
 
-# A sibling file (evaluate copies it along with this script): the Space needs no hf_lmobj.
-from .scoring import SumsMetric, check_sums, exp_or_inf, perplexity_from_sums, word_perplexity_from_sums
+# Sibling files, both imported here because evaluate copies along only the files this script imports:
+# the Space needs no hf_lmobj. SumsMetric scores texts with .scoring's score_texts, given here.
+# No comment on an import line: evaluate would read it as a URL to download.
+from .scoring import score_texts
+from .sums import SumsMetric, check_sums, exp_or_inf, perplexity_from_sums, word_perplexity_from_sums
 
 __all__ = ["Perplexity"]
 
@@ -94,6 +97,7 @@ class Perplexity(SumsMetric, evaluate.Metric):
 
     count_name = "num_tokens"
     optional_counts = ("num_words",)
+    score_texts = staticmethod(score_texts)
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(

@@ -1,0 +1,328 @@
+# Generated from hf_lmobj/metrics/sums.py by hf_lmobj.metrics.export_space: do not edit here.
+# Edit the package file, then run `python -c "import hf_lmobj.metrics as m; m.sync_space_copies()"`.
+"""Per-text sums to corpus figures: the input checks, the formulas and the metrics' way in, no model needed.
+
+Contract. Every figure is corpus-level and weighted by its unit, computed from per-text sums: ``nll``
+(summed negative log-likelihood in nats, a real ``>= 0``, ``inf`` allowed, NaN not) and one count per
+text (tokens, UTF-8 bytes or lm-eval words, each a whole number ``>= 1``). ``perplexity = exp(sum nll /
+sum tokens)``, ``bits_per_byte = sum nll / sum bytes / ln 2``; lm-eval's ``byte_perplexity = exp(sum
+nll / sum bytes)`` and ``word_perplexity = exp(sum nll / sum words)``, its words being
+:func:`count_words` (``len(re.split(r"\\s+", text))``). Every entry is checked before any cast
+(``TypeError`` for a value that is not a number, ``ValueError`` for a bad value or length), and an
+overflowing ``exp`` is ``inf``. Lists, tuples, numpy arrays and 1-D tensors are accepted, yet torch is
+never imported here (a tensor is recognised once its caller has imported torch). :class:`SumsMetric`
+gives an ``evaluate`` metric these checks on ``compute`` / ``add_batch`` / ``add``; with texts as
+``predictions`` (and a model) :func:`sums_from_compute_args` gets the sums from the metric's
+``score_texts`` (:func:`.scoring.score_texts`, given by the metric script: this file never imports it).
+Standard library only: this file is copied beside ``.scoring`` into each Space folder.
+
+Example:
+    >>> round(perplexity_from_sums([3.912], [3]), 3), round(bits_per_byte_from_sums([math.log(4)], [2]), 3)
+    (3.684, 1.0)
+
+Why apart from :mod:`.scoring`: a figure from sums needs no model, so its definition loads without one.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "EMPTY_ENTRY_FIX",
+    "count_words",
+    "check_length",
+    "check_flag",
+    "check_counts",
+    "check_nll_sums",
+    "check_window_lengths",
+    "check_sums",
+    "exp_or_inf",
+    "perplexity_from_sums",
+    "bits_per_byte_from_sums",
+    "byte_perplexity_from_sums",
+    "word_perplexity_from_sums",
+    "MODEL_KWARGS",
+    "SumsMetric",
+    "sums_from_compute_args",
+]
+
+#: What to do about an entry that scored nothing (it has no perplexity).
+EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"
+
+
+def count_words(text: str) -> int:
+    """lm-evaluation-harness's word count, ``len(re.split(r"\\s+", text))`` (so never 0).
+
+    Example:
+        >>> count_words("def f(x):\\n    return x"), count_words(" a b "), count_words("")
+        (4, 4, 1)
+    """
+    return len(re.split(r"\s+", text))
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy bools too
+
+
+def _torch() -> Any:
+    """The torch module if something has imported it, else None (no tensor can exist without it)."""
+    return sys.modules.get("torch")
+
+
+def check_length(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
+    """An int ``>= minimum`` (numpy ints accepted; bools and floats refused), as an int."""
+    reason = f" ({why})" if why else ""
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{field} must be an int >= {minimum}{reason}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}{reason}, got {value!r}")
+    return int(value)
+
+
+def check_flag(value: Any, field: str) -> bool:
+    """``True`` or ``False`` (numpy bools too); a string such as ``"False"`` is refused."""
+    if not _is_bool(value):
+        raise TypeError(f"{field} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _as_list(values: Any, field: str) -> list:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"{field} must be a list with one entry per text, got {type(values).__name__}")
+    shape = tuple(getattr(values, "shape", (len(values),)))
+    if len(shape) != 1:
+        raise ValueError(f"{field} must be 1-D (one entry per text), got shape {shape}")
+    torch = _torch()
+    if torch is not None and isinstance(values, torch.Tensor):
+        values = values.detach().cpu()
+    return list(values)
+
+
+def _scalar(value: Any) -> Any:
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        return value.item()
+    return value
+
+
+def check_counts(values: Any, field: str, minimum: int = 1, fix: str = "") -> list[int]:
+    """Whole numbers ``>= minimum``, one per text (integral floats accepted; bools, NaN, 1.5 refused)."""
+    out = []
+    for i, value in enumerate(_as_list(values, field)):
+        value, name = _scalar(value), f"{field}[{i}]"
+        if _is_bool(value) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a whole number, got {value!r}")
+        if not isinstance(value, numbers.Integral) and not (math.isfinite(value) and float(value).is_integer()):
+            raise ValueError(f"{name} is {value}; counts must be whole numbers >= {minimum}")
+        count = int(value)
+        if count < minimum:
+            problem = "counts cannot be negative" if count < 0 else f"it must be >= {minimum}"
+            raise ValueError(f"{name} is {count}; {problem}{'; ' + fix if fix else ''}")
+        out.append(count)
+    return out
+
+
+def check_nll_sums(values: Any, field: str = "nll") -> list[float]:
+    """Summed negative log-likelihoods (nats), each a real number ``>= 0`` (``inf`` allowed, NaN not)."""
+    out = []
+    for i, value in enumerate(_as_list(values, field)):
+        value = _scalar(value)
+        if _is_bool(value) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{field}[{i}] must be a number (a summed negative log-likelihood in nats), got {value!r}")
+        if math.isnan(value) or value < 0:
+            raise ValueError(f"{field}[{i}] is {value}; it must be a summed negative log-likelihood >= 0 (nats)")
+        out.append(float(value))
+    return out
+
+
+def check_window_lengths(max_length: int, stride: int) -> tuple[int, int]:
+    """``max_length`` (>= 1) and ``stride`` (in ``[1, max_length]``) of the sliding windows, as ints.
+
+    Example:
+        >>> check_window_lengths(8, 9)
+        Traceback (most recent call last):
+        ...
+        ValueError: stride must be an int in [1, max_length=8] (new tokens scored per window), got 9
+    """
+    max_length = check_length(max_length, "max_length", 1, "tokens per forward pass")
+    stride = check_length(stride, "stride", 1, "new tokens scored per window after the first")
+    if stride > max_length:
+        raise ValueError(
+            f"stride must be an int in [1, max_length={max_length}] (new tokens scored per window), got {stride}"
+        )
+    return max_length, stride
+
+
+def check_sums(nll: Sequence[float], counts: Sequence[int], count_name: str) -> tuple[list[float], list[int]]:
+    """Validate per-entry NLL sums and their counts (tokens or bytes) before any cast; return plain lists.
+
+    Every entry is checked: ``TypeError`` for a value that is not a number (a string, a bool);
+    ``ValueError`` for a length mismatch, an empty input, a NaN or negative NLL, or a count that is
+    not a whole number >= 1 (1.5 is refused, not truncated; an entry that scored nothing has no
+    perplexity: leave it out).
+
+    Example:
+        >>> check_sums([1.5], [0], "num_tokens")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: num_tokens[0] is 0; it must be >= 1; every entry needs at least one scored token/byte ...
+        >>> check_sums([1.0], [1.5], "num_tokens")
+        Traceback (most recent call last):
+        ...
+        ValueError: num_tokens[0] is 1.5; counts must be whole numbers >= 1
+    """
+    nll, counts = check_nll_sums(nll, "nll"), check_counts(counts, count_name, 1, EMPTY_ENTRY_FIX)
+    if len(nll) != len(counts):
+        raise ValueError(f"nll ({len(nll)}) and {count_name} ({len(counts)}) must have one entry per text each")
+    if not nll:
+        raise ValueError(f"nll and {count_name} are empty; pass at least one entry")
+    return nll, counts
+
+
+def exp_or_inf(x: float) -> float:
+    """``exp(x)``, and ``inf`` where that overflows a float: the perplexity of a hopeless model, everywhere.
+
+    Example:
+        >>> exp_or_inf(0.0), exp_or_inf(1e6)
+        (1.0, inf)
+    """
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def perplexity_from_sums(nll: Sequence[float], num_tokens: Sequence[int]) -> float:
+    """Corpus perplexity ``exp(sum nll / sum num_tokens)`` (token-weighted, not a mean of ratios); inf on overflow."""
+    nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
+    return exp_or_inf(math.fsum(nll) / sum(num_tokens))
+
+
+def bits_per_byte_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
+    """Corpus bits per byte ``sum nll / ln 2 / sum num_bytes`` (bytes of the original UTF-8 text)."""
+    nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
+    return math.fsum(nll) / math.log(2) / sum(num_bytes)
+
+
+def byte_perplexity_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
+    """lm-eval's ``byte_perplexity``, ``exp(sum nll / sum num_bytes)`` (``2 ** bits_per_byte``); inf on overflow."""
+    nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
+    return exp_or_inf(math.fsum(nll) / sum(num_bytes))
+
+
+def word_perplexity_from_sums(nll: Sequence[float], num_words: Sequence[int]) -> float:
+    """lm-eval's ``word_perplexity``, ``exp(sum nll / sum num_words)`` (words: :func:`count_words`)."""
+    nll, num_words = check_sums(nll, num_words, "num_words")
+    return exp_or_inf(math.fsum(nll) / sum(num_words))
+
+
+#: The ``compute`` / ``add_batch`` keywords that go to :func:`.scoring.score_texts` with ``predictions``.
+MODEL_KWARGS = (
+    "model_id",
+    "model",
+    "tokenizer",
+    "max_length",
+    "stride",
+    "add_start_token",
+    "batch_size",
+    "device",
+    "progress",
+    "windows",
+)
+
+
+class SumsMetric:
+    """Mixin for an ``evaluate.Metric`` fed ``nll=`` / ``<count_name>=`` sums, or texts and a model.
+
+    ``compute``, ``add_batch`` and ``add`` check every entry here, before ``evaluate`` casts the
+    counts to int64 (which would truncate 1.5 to 1 and hide it). Set ``count_name`` in the subclass,
+    and ``optional_counts`` for more count columns (e.g. ``num_words``): an entry given without them
+    gets 0 there (not counted), so one feature set serves both kinds of input.
+    """
+
+    count_name: str = ""
+    optional_counts: tuple[str, ...] = ()
+    #: What scores texts for ``compute(predictions=texts, model_id=...)``: the metric script sets
+    #: ``staticmethod(score_texts)`` from its sibling ``.scoring`` (None: sums only).
+    score_texts: Callable | None = None
+
+    def _checked(self, sums: dict) -> dict:
+        if "nll" not in sums or self.count_name not in sums:
+            raise ValueError(f"pass nll=[...] and {self.count_name}=[...] (one entry per text)")
+        sums["nll"], sums[self.count_name] = check_sums(sums["nll"], sums[self.count_name], self.count_name)
+        for name in self.optional_counts:
+            if name not in sums:
+                sums[name] = [0] * len(sums["nll"])
+                continue
+            sums[name] = check_counts(sums[name], name, minimum=0)  # 0: not counted
+            if len(sums[name]) != len(sums["nll"]):
+                raise ValueError(
+                    f"nll ({len(sums['nll'])}) and {name} ({len(sums[name])}) must have one entry per text each"
+                )
+        return sums
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """``compute(nll=..., <count_name>=...)``, or ``compute(predictions=texts, model_id=...)``."""
+        sums = sums_from_compute_args(
+            predictions, references, kwargs, self.count_name, self.optional_counts, self.score_texts
+        )
+        if "nll" in sums or self.count_name in sums:
+            sums = self._checked(sums)
+        return super().compute(**sums)
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add per-text sums (``nll=``, ``<count_name>=``), or texts scored with a model."""
+        sums = sums_from_compute_args(
+            predictions, references, kwargs, self.count_name, self.optional_counts, self.score_texts
+        )
+        return super().add_batch(**self._checked(sums))
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one text's sums: ``add(nll=..., <count_name>=...)``."""
+        if prediction is not None or reference is not None:
+            raise ValueError(f"add takes nll= and {self.count_name}= (one text's sums); score texts with add_batch")
+        if "nll" not in kwargs or self.count_name not in kwargs:
+            raise ValueError(f"add needs nll= and {self.count_name}= (one text's sums)")
+        names = ("nll", self.count_name, *(n for n in self.optional_counts if n in kwargs))
+        one = self._checked({name: [kwargs.pop(name)] for name in names})
+        return super().add(**{name: values[0] for name, values in one.items()}, **kwargs)
+
+
+def sums_from_compute_args(
+    predictions,
+    references,
+    kwargs: dict,
+    count_name: str,
+    optional_counts: Sequence[str] = (),
+    score_texts: Callable | None = None,
+) -> dict:
+    """The dispatch shared by the metrics' ``compute``: the ``nll=`` / ``<count_name>=`` sums to add.
+
+    With ``predictions`` (texts) and a model, the texts are scored by ``score_texts`` (the signature of
+    :func:`.scoring.score_texts`) and their sums returned in
+    ``kwargs`` (with ``optional_counts`` taken from the scores too); without, ``kwargs`` already hold
+    the sums and are returned as they are. Checks that exactly one way in is used.
+    """
+    model_kwargs = {k: kwargs.pop(k) for k in MODEL_KWARGS if k in kwargs}
+    if references is not None:
+        raise ValueError(f"this metric takes no references; pass predictions=texts or nll=/{count_name}=")
+    if predictions is None:
+        if model_kwargs:
+            raise ValueError(f"{sorted(model_kwargs)} need predictions=<list of texts> to score")
+        return kwargs
+    if "nll" in kwargs or count_name in kwargs or any(name in kwargs for name in optional_counts):
+        raise ValueError(f"pass either predictions=texts (with a model) or nll=/{count_name}=, not both")
+    model, model_id = model_kwargs.pop("model", None), model_kwargs.pop("model_id", None)
+    if (model is None) == (model_id is None):
+        raise ValueError("scoring texts needs exactly one of model_id=<path or Hub id> or model=<causal LM>")
+    if score_texts is None:
+        raise ValueError("this metric takes sums only (nll=, " + count_name + "=): it was given no score_texts")
+    tokenizer = model_kwargs.pop("tokenizer", None)
+    scores = score_texts(model if model is not None else model_id, tokenizer, predictions, **model_kwargs)
+    counts = {name: [getattr(s, name) for s in scores] for name in (count_name, *optional_counts)}
+    return {**kwargs, "nll": [s.nll for s in scores], **counts}
