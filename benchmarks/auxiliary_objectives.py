@@ -37,14 +37,14 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
+from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
 from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, score_texts
 from hf_lmobj.models.pretraining import AuxiliaryArguments, build_pretraining_model, token_predictor
 from hf_lmobj.models.stock import ModelArguments
-from hf_lmobj.recipes.runtime.config_parsing import parse_args_with_config
-from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from hf_lmobj.trainer.cpu_threads import RuntimeArguments
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs"

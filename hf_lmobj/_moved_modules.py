@@ -57,7 +57,7 @@ MOVED: dict[str, str] = {
     "hf_lmobj.collators.bart": "hf_lmobj.collators.text_infilling",
     "hf_lmobj.collators._features": "hf_lmobj.collators.features",
     # what only the recipes' cards used moved to them (the objective's card facts are the registry's)
-    "hf_lmobj.card_data": "hf_lmobj.recipes.report.card_data",
+    "hf_lmobj.card_data": "hf_lmobj.cards.data",
 }
 
 #: Files between an ``import`` statement and the warning besides importlib's frozen bootstrap: this one, import_module's.

@@ -2,7 +2,7 @@
 
 Each recipe is a script (``recipes/<name>.py`` in a clone) and a module of the installed package;
 ``configs/<objective>/*.yaml`` and ``accelerate_configs/*.yaml`` ship beside them as package data.
-The recipes need the ``[recipes]`` extra (peft, pyyaml, jinja2, matplotlib).
+The recipes need the ``[recipes]`` extra (peft, jinja2, matplotlib).
 """
 
 __all__ = []

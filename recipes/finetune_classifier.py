@@ -49,6 +49,8 @@ from transformers import (
     set_seed,
 )
 
+from hf_lmobj.cards.writer import write_model_card
+from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.data.labelled_sets import (
     DEFAULT_PACKAGES,
     build_package_classification_dataset,
@@ -59,9 +61,7 @@ from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.trainer.teardown import close_distributed
 from hf_lmobj.validation import check_flag, check_length, check_number
 
-from .report.cards import write_model_card
 from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
-from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
 from .runtime.run_checks import check_training_arguments
 
 TASKS = ("package", "replaced_tokens")
@@ -82,7 +82,7 @@ __all__ = [
 class ClassifierArguments:
     """The labelled task, the optional adapter and the from-scratch comparison."""
 
-    #: The YAML config section of these fields (config_parsing): ``classifier: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``classifier: {...}``.
     SECTION: ClassVar[str] = "classifier"
 
     task: str = field(

@@ -36,7 +36,9 @@ import datasets
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
 
+from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.corpus import load_text_splits
 from hf_lmobj.data.labelled_sets import build_instruction_dataset, tokenize_instructions
 from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
@@ -45,9 +47,7 @@ from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
 from hf_lmobj.validation import check_length, check_name, check_number
 
-from .report.cards import write_model_card
 from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
-from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
 from .runtime.run_checks import check_training_arguments
 
 __all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
@@ -59,7 +59,7 @@ MODES = ("instruction", "continue")
 class LoraArguments:
     """What to fine-tune on and the shape of the adapter."""
 
-    #: The YAML config section of these fields (config_parsing): ``lora: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``lora: {...}``.
     SECTION: ClassVar[str] = "lora"
 
     mode: str = field(default="instruction", metadata={"help": f"One of {MODES}."})

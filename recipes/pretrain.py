@@ -31,14 +31,18 @@ import copy
 
 from transformers import AutoTokenizer, set_seed
 
+from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.data.prepare_fim import prepare_pretraining_data
 from hf_lmobj.data.prepare_stream import bounded_documents, prepare_pipeline_data, uses_pipeline
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
 from hf_lmobj.models.pretraining import build_pretraining_model, token_predictor
 from hf_lmobj.objectives import get_objective
+from hf_lmobj.optim.arguments import optimizer_cls_and_kwargs
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from hf_lmobj.trainer.cpu_threads import thread_control
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+from hf_lmobj.trainer.resume import begin_new_run, load_checkpoint_weights, plan_resume, step_budget
 from hf_lmobj.trainer.teardown import close_distributed
 
 from .report.infilling import infilling_cases, validation_infilling
@@ -51,13 +55,9 @@ from .report.pretrain_report import (
     write_and_report,
 )
 from .runtime.after_training import nothing_lost, save_trained_model
-from .runtime.config_parsing import cpu_aware_argv, parse_args_with_config
-from .runtime.cpu_threads import thread_control
-from .runtime.optimizers import optimizer_cls_and_kwargs
 from .runtime.phase_timer import PhaseTimer
 from .runtime.pretrain_checks import check_built_model, check_pretrain_arguments
 from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
-from .runtime.resume import begin_new_run, load_checkpoint_weights, plan_resume, step_budget
 
 __all__ = ["ARGUMENT_CLASSES", "ReportArguments", "main", "baseline_key"]
 

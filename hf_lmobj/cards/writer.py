@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import datetime
-import importlib.resources
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,7 @@ from typing import Any
 import yaml
 from huggingface_hub import ModelCard
 
-from hf_lmobj.objectives import get_objective
-
-from .card_data import (
+from hf_lmobj.cards.data import (
     EVAL_RESULTS_SOURCE_URL,
     build_card_data,
     eval_results_entries,
@@ -41,9 +38,10 @@ from .card_data import (
     merge_foreign_card_data,
     split_metrics,
 )
+from hf_lmobj.objectives import get_objective
+from hf_lmobj.shipped import shipped_folder
 
 __all__ = [
-    "DEFAULT_TEMPLATE_DIR",
     "EVAL_RESULTS_DIR",
     "LOSS_CURVE_NAME",
     "plot_loss_curve",
@@ -51,7 +49,6 @@ __all__ = [
     "write_model_card",
 ]
 
-DEFAULT_TEMPLATE_DIR = Path(str(importlib.resources.files("hf_lmobj.model_cards")))
 LOSS_CURVE_NAME = "loss_curve.png"
 EVAL_RESULTS_DIR = ".eval_results"
 
@@ -112,7 +109,7 @@ def write_eval_results(
 ) -> list[Path]:
     """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
 
-    ``results`` as :func:`.card_data.split_metrics` returns them (the model-index's own);
+    ``results`` as :func:`.data.split_metrics` returns them (the model-index's own);
     ``date`` defaults to today (UTC). Files an earlier hf_lmobj run wrote there are replaced (or
     removed); other files (results added by hand or by another tool) are kept.
     """
@@ -180,7 +177,7 @@ def write_model_card(
     for field, value in (("metrics", metrics), ("hyperparameters", hyperparameters), ("extra", extra or {})):
         if not isinstance(value, Mapping):
             raise TypeError(f"{field} must be a dict, got {type(value).__name__}")
-    template = Path(template_dir or DEFAULT_TEMPLATE_DIR) / f"{spec.template}.md"
+    template = Path(template_dir or shipped_folder("model_cards")) / f"{spec.template}.md"
     if not template.is_file():
         raise FileNotFoundError(f"model-card template {template} not found; pass template_dir=<folder with it>")
     results, stats = split_metrics(metrics)

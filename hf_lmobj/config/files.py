@@ -1,4 +1,4 @@
-"""Config files of the recipes: a YAML file (or a config name, :mod:`.config_names`), its ``base:`` chain and
+"""Config files of the recipes: a YAML file (or a config name, :mod:`.names`), its ``base:`` chain and
 sections, flattened.
 
 A file may name a ``base:`` it overrides and group its keys in sections, one per argument dataclass
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from transformers import TrainingArguments
 
-from .config_names import resolve_config
+from hf_lmobj.config.names import resolve_config
 
 __all__ = [
     "TRAINING_SECTION",

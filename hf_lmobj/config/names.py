@@ -13,13 +13,14 @@ import warnings
 from pathlib import Path
 
 from hf_lmobj.objectives import DEPRECATED_NAMES
+from hf_lmobj.shipped import shipped_folder
 
 __all__ = ["shipped_configs", "renamed_folders", "resolve_config"]
 
 
 def _configs_root() -> Path:
     """``configs/`` beside the recipes: ``recipes/configs`` in a clone, ``hf_lmobj/recipes/configs`` installed."""
-    return Path(__file__).resolve().parent.parent / "configs"
+    return shipped_folder("recipes") / "configs"
 
 
 def shipped_configs() -> list[str]:

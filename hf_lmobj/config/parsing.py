@@ -7,8 +7,8 @@ Every key of the YAML file must be a field of one of the dataclasses (``Training
 included); a command-line flag wins over the file. Unknown keys, and keys given twice, are an
 error, never ignored. A required field may come from the file or the command line.
 
-Files, their ``base:`` chain and sections are read by :mod:`.config_files`; each YAML value is
-checked against its field's type as the command line checks it, by :mod:`.config_values`. Order of
+Files, their ``base:`` chain and sections are read by :mod:`.files`; each YAML value is
+checked against its field's type as the command line checks it, by :mod:`.values`. Order of
 precedence: the base, then the file, then the command line.
 
 Example:
@@ -26,8 +26,6 @@ Example:
     >>> _ = open(path.replace("c.yaml", "d.yaml"), "w").write("base: c.yaml\\nrun: {steps: 7}\\n")
     >>> parse_args_with_config((Args,), ["--config", path.replace("c.yaml", "d.yaml")])
     (Args(steps=7, name='from_file'),)
-    >>> resolve_config("causal/demo").parent.name
-    'causal'
     >>> _ = open(path, "w").write("steps: 2.5\\n")
     >>> parse_args_with_config((Args,), ["--config", path])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -47,20 +45,10 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from .config_files import config_sections, load_yaml_config, renamed_fields, warn_renamed
-from .config_names import renamed_folders, resolve_config, shipped_configs
-from .config_values import check_config_values
+from hf_lmobj.config.files import config_sections, load_yaml_config, renamed_fields, warn_renamed
+from hf_lmobj.config.values import check_config_values
 
-__all__ = [
-    "renamed_folders",
-    "shipped_configs",
-    "resolve_config",
-    "config_sections",
-    "load_yaml_config",
-    "check_config_values",
-    "parse_args_with_config",
-    "cpu_aware_argv",
-]
+__all__ = ["parse_args_with_config", "cpu_aware_argv"]
 
 CONFIG_HELP = (
     "YAML file of defaults (any field below, and any TrainingArguments field, flat or in sections; base: another "

@@ -110,9 +110,9 @@ class DataArguments:
         },
     )
 
-    #: What a YAML config may give beyond the annotations (config_parsing): ``sources`` as a YAML list.
+    #: What a YAML config may give beyond the annotations (hf_lmobj.config): ``sources`` as a YAML list.
     YAML_TYPES: ClassVar[dict[str, Any]] = {"sources": str | list[dict[str, Any]] | None}
-    #: The YAML config section of these fields (config_parsing): ``data: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``data: {...}``.
     SECTION: ClassVar[str] = "data"
 
     def __post_init__(self) -> None:

@@ -66,7 +66,7 @@ INFILL_MIN_PROMPT_TOKENS = 8
 class FimArguments:
     """Fill-in-the-middle training and the single-line infilling report (causal objective)."""
 
-    #: The YAML config section of these fields (config_parsing): ``fim: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``fim: {...}``.
     SECTION: ClassVar[str] = "fim"
 
     fim_rate: float = field(default=0.0, metadata={"help": "Share of pieces FIM'd (0 = plain CLM; StarCoder 0.5)."})

@@ -59,7 +59,7 @@ AUXILIARY_BASE_OBJECTIVE = {aux: objective_of_variant(aux).name for aux in ("mtp
 class AuxiliaryArguments:
     """An auxiliary objective on top of the run's objective (none by default)."""
 
-    #: The YAML config section of these fields (config_parsing): ``auxiliary: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``auxiliary: {...}``.
     SECTION: ClassVar[str] = "auxiliary"
 
     auxiliary_objective: str | None = field(

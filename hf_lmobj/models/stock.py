@@ -50,7 +50,7 @@ OBJECTIVE_ARCHITECTURES = {name: spec.architectures for name, spec in OBJECTIVES
 class ModelArguments:
     """Which model to train: a checkpoint, or a small stock architecture built from config."""
 
-    #: The YAML config section of these fields (config_parsing): ``model: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``model: {...}``.
     SECTION: ClassVar[str] = "model"
 
     model_name_or_path: str | None = field(

@@ -37,7 +37,7 @@ OPTIMIZERS = ("trainer", "muon")
 class OptimizerArguments:
     """Which optimizer trains the model."""
 
-    #: The YAML config section of these fields (config_parsing): ``optimizer: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``optimizer: {...}``.
     SECTION: ClassVar[str] = "optimizer"
 
     optimizer: str = field(

@@ -1,10 +1,8 @@
 """Torch CPU threads that follow the cores other processes leave free, so a busy machine slows a run gently.
 
-torch's intra-op threads meet at a barrier after every operator. When another process holds one of
-the cores, every operator waits for the thread that was descheduled, and a small model with
-thousands of operators per step slows down more than its share: on the 2-core machine this
-project is measured on, with other processes busy, 2 threads trained a 1024-token-row Llama at
-1,014 tokens/s and 1 thread at 1,616 (``benchmarks/demo_experiments.md``).
+torch's intra-op threads meet at a barrier after every operator; when another process holds one of
+the cores, every operator waits for the descheduled thread, so a small model slows down more than
+its share (figures: ``benchmarks/demo_experiments.md``).
 :class:`AdaptiveThreadsCallback` samples how much CPU time the rest of the machine used since its
 last check (system-wide busy time from ``/proc/stat`` minus this process's own) and sets
 ``torch.set_num_threads`` to the cores left free, at least one.
@@ -53,7 +51,7 @@ PROC_STAT = Path("/proc/stat")
 class RuntimeArguments:
     """How many CPU threads torch uses, and how long training may run."""
 
-    #: The YAML config section of these fields (config_parsing): ``runtime: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``runtime: {...}``.
     SECTION: ClassVar[str] = "runtime"
 
     torch_threads: int | None = field(

@@ -50,9 +50,8 @@ from hf_lmobj.trainer.checkpoints import (
     load_checkpoint_weights,
     trained_max_steps,
 )
+from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
 from hf_lmobj.validation import check_flag
-
-from .time_budget import StepBudget, fit_max_steps_to_budget
 
 __all__ = [
     "RUN_DECISIONS_NAME",
@@ -78,7 +77,7 @@ _NONE = ("", "false", "none", "null")
 class ResumeArguments:
     """How a run treats the checkpoints it finds (``--resume_from_checkpoint`` is the Trainer's own field)."""
 
-    #: The YAML config section of these fields (config_parsing): ``resume: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``resume: {...}``.
     SECTION: ClassVar[str] = "resume"
 
     overwrite_output_dir: bool = field(

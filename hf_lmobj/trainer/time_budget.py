@@ -1,8 +1,7 @@
 """Train for a wall-clock budget: time a few steps of the real model and data, then fix ``max_steps``.
 
-A demo that must end within minutes on machines whose speed differs several-fold (the 2-core
-project machine ran the causal demo's step at 0.8 s one day and 1.4 s another) cannot fix its step
-count in advance. :func:`fit_max_steps_to_budget` times forward + backward passes of the trainer's
+A demo that must end within minutes on machines whose speed differs several-fold cannot fix its
+step count in advance. :func:`fit_max_steps_to_budget` times forward + backward passes of the trainer's
 own model on its first training batch, and an update of the optimizer the Trainer will build (on a
 twin model), before ``train()`` and lowers ``args.max_steps`` to the steps
 that fit, so the learning-rate schedule (warmup, cosine decay to the end) is built for the steps
@@ -39,10 +38,8 @@ __all__ = [
 ]
 
 #: What a training-loop step costs on top of the fastest timed forward + backward + optimizer update: a
-#: share (clipping, evaluation) and a fixed part (data loading, callbacks, Python). On
-#: the causal demo's 2-core machine the loop ran at about 1.05 x pass + 25 ms for steps of 4, 8 and 32
-#: rows (passes of 0.09, 0.18 and 1.35 s), between 1.0x and 1.14x that from run to run
-#: (``benchmarks/demo_experiments.md``, session 3).
+#: share (clipping, evaluation) and a fixed part (data loading, callbacks, Python), as measured on the
+#: causal demo (``benchmarks/demo_experiments.md``).
 STEP_OVERHEAD = 1.05
 STEP_FIXED_SECONDS = 0.025
 
@@ -52,7 +49,7 @@ class StepBudget:
     """What a budget decided: the measured seconds per step and the steps kept out of ``requested``.
 
     ``seconds_per_step`` is None when nothing was timed: a resumed run keeps the steps its first
-    start chose (``recipes/runtime/resume.py``), so its schedule is the one the checkpoint was trained on.
+    start chose (``hf_lmobj/trainer/resume.py``), so its schedule is the one the checkpoint was trained on.
     """
 
     minutes: float

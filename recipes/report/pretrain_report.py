@@ -18,17 +18,18 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hf_lmobj.baselines.compression import compression_bits_per_byte
+from hf_lmobj.baselines.ngram import KneserNeyLM
+from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
-from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, encode_texts, perplexity_from_sums, score_texts
+from hf_lmobj.metrics.scoring import encode_texts, score_texts
+from hf_lmobj.metrics.sums import bits_per_byte_from_sums, perplexity_from_sums
 from hf_lmobj.models.pretraining import auxiliary_hyperparameters
 from hf_lmobj.objectives import get_objective
 
 from ..runtime.after_training import write_metrics
 from ..runtime.phase_timer import PhaseTimer
-from .cards import write_model_card
-from .compression import compression_bits_per_byte
 from .infilling import print_fim_comparison
-from .ngram import KneserNeyLM
 from .report_arguments import NGRAM_MAX_ORDER, ReportArguments, check_ngram_orders, check_report_fits, check_seed
 
 if TYPE_CHECKING:

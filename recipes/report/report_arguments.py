@@ -25,7 +25,7 @@ NGRAM_MAX_ORDER = 16
 class ReportArguments:
     """What the end of the run measures and shows."""
 
-    #: The YAML config section of these fields (config_parsing): ``report: {...}``.
+    #: The YAML config section of these fields (hf_lmobj.config): ``report: {...}``.
     SECTION: ClassVar[str] = "report"
     #: Names of the first release (``eval_`` now means ``Trainer.evaluate`` only): they still work, with a warning.
     RENAMED_FIELDS: ClassVar[dict[str, str]] = {

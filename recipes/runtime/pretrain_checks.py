@@ -12,7 +12,7 @@ the sample prompt against the tokenizer.
 Example:
     >>> from transformers import TrainingArguments
     >>> from hf_lmobj.models.pretraining import AuxiliaryArguments
-    >>> from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
+    >>> from hf_lmobj.trainer.cpu_threads import RuntimeArguments
     >>> from hf_lmobj.data.prepare_fim import FimArguments
     >>> from hf_lmobj.recipes.report.pretrain_report import ReportArguments
     >>> train = TrainingArguments(output_dir="out/x", max_steps=2, report_to="none", use_cpu=True)
@@ -44,9 +44,9 @@ from hf_lmobj.models.stock import (
     rotary_positions,
 )
 from hf_lmobj.objectives import get_objective
+from hf_lmobj.trainer.cpu_threads import RuntimeArguments
 
 from ..report.pretrain_report import ReportArguments, check_report_fits
-from .cpu_threads import RuntimeArguments
 from .run_checks import check_training_arguments
 
 __all__ = ["check_pretrain_arguments", "configured_positions", "check_built_model"]

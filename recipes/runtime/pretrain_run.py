@@ -11,13 +11,13 @@ from hf_lmobj.data.prepare import DataArguments, ObjectiveData
 from hf_lmobj.data.prepare_fim import FimArguments
 from hf_lmobj.models.pretraining import AuxiliaryArguments
 from hf_lmobj.models.stock import ModelArguments
+from hf_lmobj.optim.arguments import OptimizerArguments
+from hf_lmobj.trainer.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
+from hf_lmobj.trainer.resume import ResumeArguments, ResumePlan
+from hf_lmobj.trainer.time_budget import StepBudget
 
 from ..report.pretrain_report import ReportArguments
-from .cpu_threads import AdaptiveThreadsCallback, RuntimeArguments
-from .optimizers import OptimizerArguments
 from .phase_timer import PhaseTimer
-from .resume import ResumeArguments, ResumePlan
-from .time_budget import StepBudget
 
 __all__ = ["ARGUMENT_CLASSES", "PretrainArguments", "Run"]
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hf_lmobj.recipes.report.ngram import KneserNeyLM, flatten_sequences, modified_kn_discounts
+from hf_lmobj.baselines.ngram import KneserNeyLM, flatten_sequences, modified_kn_discounts
 
 
 def probs(lm, sequences, order=None):

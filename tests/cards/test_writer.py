@@ -17,9 +17,9 @@ import transformers
 from huggingface_hub import ModelCard
 from PIL import Image
 
+from hf_lmobj.cards.data import split_metrics
+from hf_lmobj.cards.writer import plot_loss_curve, write_model_card
 from hf_lmobj.objectives import OBJECTIVES
-from hf_lmobj.recipes.report.card_data import split_metrics
-from hf_lmobj.recipes.report.cards import plot_loss_curve, write_model_card
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LOG_HISTORY = [{"step": s, "loss": 6.0 - s / 10, "learning_rate": 1e-3} for s in range(1, 21)] + [
@@ -28,7 +28,7 @@ LOG_HISTORY = [{"step": s, "loss": 6.0 - s / 10, "learning_rate": 1e-3} for s in
 ]
 HYPERPARAMETERS = {"mlm_probability": 0.15, "noise_density": 0.15, "mean_noise_span_length": 3.0,
                    "packing_efficiency": 0.9873, "learning_rate": 0.001, "max_steps": 20}  # fmt: skip
-# metric key -> model-index metric type, written out independently of hf_lmobj.recipes.report.cards
+# metric key -> model-index metric type, written out independently of hf_lmobj.cards.writer
 EXPECTED_TYPES = {"eval_loss": "loss", "eval_perplexity": "perplexity", "eval_bits_per_byte": "bits_per_byte",
                   "eval_masked_accuracy": "accuracy", "test_perplexity": "perplexity"}  # fmt: skip
 STATISTICS = {"train_loss": 5.1, "tokens_seen": 81920, "bytes_seen": 301234, "eval_runtime": 0.8, "epoch": 1.0}

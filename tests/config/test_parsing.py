@@ -7,7 +7,7 @@ from typing import ClassVar
 import pytest
 from transformers import TrainingArguments
 
-from hf_lmobj.recipes.runtime.config_parsing import (
+from hf_lmobj.config import (
     config_sections,
     load_yaml_config,
     parse_args_with_config,

@@ -15,7 +15,7 @@ from typing import Literal
 import pytest
 from transformers import TrainingArguments
 
-from hf_lmobj.recipes.runtime.config_parsing import parse_args_with_config
+from hf_lmobj.config import parse_args_with_config
 from tests.testing_utils import load_recipe
 
 PRETRAIN = load_recipe("pretrain").ARGUMENT_CLASSES

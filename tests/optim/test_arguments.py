@@ -3,8 +3,8 @@
 import pytest
 from transformers import TrainingArguments
 
+from hf_lmobj.optim.arguments import OptimizerArguments, optimizer_cls_and_kwargs
 from hf_lmobj.optim.muon import MuonAdamWFactory
-from hf_lmobj.recipes.runtime.optimizers import OptimizerArguments, optimizer_cls_and_kwargs
 
 
 def _args(tmp_path, **kwargs) -> TrainingArguments:

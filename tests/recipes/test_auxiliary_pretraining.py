@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoModelForCausalLM, ElectraForPreTraining, TrainingArguments
 
+from hf_lmobj.config import load_yaml_config, parse_args_with_config
 from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
 from hf_lmobj.models.pretraining import (
     AUXILIARY_BASE_OBJECTIVE,
@@ -14,7 +15,6 @@ from hf_lmobj.models.pretraining import (
 )
 from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.objectives import get_objective
-from hf_lmobj.recipes.runtime.config_parsing import load_yaml_config, parse_args_with_config
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from tests.testing_utils import CONFIGS, ROOT, load_recipe
 

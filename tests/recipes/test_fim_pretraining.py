@@ -9,13 +9,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.prepare_fim import FimArguments, prepare_fim_data
 from hf_lmobj.fim.format import fim_mode, fim_token_ids, undo_fim
 from hf_lmobj.fim.prompting import fim_prompt_ids
 from hf_lmobj.models.stock import ModelArguments, build_model
 from hf_lmobj.packing.pieces import document_pieces
-from hf_lmobj.recipes.report.cards import write_model_card
 from hf_lmobj.recipes.report.infilling import infilling_metrics
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from hf_lmobj.baselines.compression import compression_bits_per_byte
 from hf_lmobj.models.stock import OBJECTIVE_ARCHITECTURES, ModelArguments, build_model
-from hf_lmobj.recipes.report.compression import compression_bits_per_byte
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=64)
 

@@ -18,14 +18,14 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
+from hf_lmobj.config import load_yaml_config, parse_args_with_config
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.prepare_fim import FimArguments
 from hf_lmobj.models.pretraining import AuxiliaryArguments
 from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.objectives import get_objective
-from hf_lmobj.recipes.runtime.config_parsing import load_yaml_config, parse_args_with_config
-from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
-from hf_lmobj.recipes.runtime.optimizers import OptimizerArguments
+from hf_lmobj.optim.arguments import OptimizerArguments
+from hf_lmobj.trainer.cpu_threads import RuntimeArguments
 from tests.testing_utils import CONFIGS, QUICK, load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]

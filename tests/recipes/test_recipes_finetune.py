@@ -19,8 +19,8 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, TrainingArguments
 
+from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.models.stock import ModelArguments, build_model
-from hf_lmobj.recipes.runtime.config_parsing import parse_args_with_config
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"

@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from hf_lmobj.recipes.runtime import time_budget
-from hf_lmobj.recipes.runtime.resume import RUN_DECISIONS_NAME, ResumeArguments, load_checkpoint_weights, plan_resume
+from hf_lmobj.trainer import time_budget
 from hf_lmobj.trainer.checkpoints import COMPLETE_NAME, write_complete_marker
+from hf_lmobj.trainer.resume import RUN_DECISIONS_NAME, ResumeArguments, load_checkpoint_weights, plan_resume
 from tests.testing_utils import QUICK, ROOT, load_recipe
 
 # 4 steps under a 0.6 s budget at a faked 0.1 s per step (0.6 / (0.1 * 1.05 + 0.025)), checkpoints 2 and 4

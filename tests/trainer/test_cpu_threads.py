@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from hf_lmobj.recipes.runtime.cpu_threads import (
+from hf_lmobj.trainer.cpu_threads import (
     AdaptiveThreadsCallback,
     CpuSample,
     RuntimeArguments,

@@ -6,15 +6,15 @@ from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.optim.muon import MuonAdamW, MuonAdamWFactory
-from hf_lmobj.recipes.runtime.cpu_threads import RuntimeArguments
-from hf_lmobj.recipes.runtime.time_budget import (
+from hf_lmobj.trainer.cpu_threads import RuntimeArguments
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
+from hf_lmobj.trainer.time_budget import (
     StepBudget,
     fit_max_steps_to_budget,
     steps_within,
     time_optimizer_step,
     time_training_steps,
 )
-from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 
 def _trainer(tokenizer, tmp_path, max_steps: int, muon: bool = False) -> ObjectiveTrainer:

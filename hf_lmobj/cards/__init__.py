@@ -1,0 +1,26 @@
+"""Model cards from a run's results: ``README.md`` rendered from ``model_cards/``, a loss curve, ``.eval_results/``.
+
+:mod:`.writer` (``write_model_card``, ``plot_loss_curve``, ``write_eval_results``) and :mod:`.data`
+(what the card says, as data: model-index results, tags, versions). Every recipe writes its card
+through it, and so can a user's own ``ObjectiveTrainer`` script. Rendering needs ``jinja2`` and the
+plot ``matplotlib`` (the ``[recipes]`` extra); importing this package needs neither.
+
+Example:
+    >>> from hf_lmobj.cards import split_metrics
+    >>> results, other = split_metrics({"eval_perplexity": 7.4, "train_runtime": 12.0})
+    >>> sorted(results), sorted(other)
+    (['eval_perplexity'], ['train_runtime'])
+"""
+
+from hf_lmobj.cards.data import build_card_data, eval_results_entries, split_metrics
+from hf_lmobj.cards.writer import LOSS_CURVE_NAME, plot_loss_curve, write_eval_results, write_model_card
+
+__all__ = [
+    "write_model_card",
+    "plot_loss_curve",
+    "write_eval_results",
+    "LOSS_CURVE_NAME",
+    "split_metrics",
+    "build_card_data",
+    "eval_results_entries",
+]
