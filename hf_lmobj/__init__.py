@@ -1,7 +1,9 @@
 """hf_lmobj: causal, masked and span-corruption objectives for the Hugging Face stack.
 
-Every user-facing name is importable from here: the collators and ``pack_dataset``, the losses,
-``ObjectiveTrainer`` and its auxiliary objectives, the sampler and the metric loader. The core needs
+Every user-facing name of the objectives is importable from here: the collators and ``pack_dataset``,
+the losses, ``ObjectiveTrainer`` and its auxiliary objectives, the sampler and the metric loader. What
+runs a training script (configs, resume, time budget, threads, cards, baselines) is importable from its
+package: :mod:`hf_lmobj.config`, :mod:`hf_lmobj.trainer`, :mod:`hf_lmobj.cards`, :mod:`hf_lmobj.baselines`. The core needs
 only the core dependencies (torch, transformers, accelerate, datasets, evaluate); the recipes
 (``hf_lmobj.recipes``) need the ``[recipes]`` extra.
 

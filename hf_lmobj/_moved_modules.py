@@ -58,6 +58,19 @@ MOVED: dict[str, str] = {
     "hf_lmobj.collators._features": "hf_lmobj.collators.features",
     # what only the recipes' cards used moved to them (the objective's card facts are the registry's)
     "hf_lmobj.card_data": "hf_lmobj.cards.data",
+    # what any training script can use left the recipes for the library (thin recipes)
+    "hf_lmobj.recipes.runtime.config_parsing": "hf_lmobj.config.parsing",
+    "hf_lmobj.recipes.runtime.config_files": "hf_lmobj.config.files",
+    "hf_lmobj.recipes.runtime.config_names": "hf_lmobj.config.names",
+    "hf_lmobj.recipes.runtime.config_values": "hf_lmobj.config.values",
+    "hf_lmobj.recipes.runtime.cpu_threads": "hf_lmobj.trainer.cpu_threads",
+    "hf_lmobj.recipes.runtime.time_budget": "hf_lmobj.trainer.time_budget",
+    "hf_lmobj.recipes.runtime.resume": "hf_lmobj.trainer.resume",
+    "hf_lmobj.recipes.runtime.optimizers": "hf_lmobj.optim.arguments",
+    "hf_lmobj.recipes.report.cards": "hf_lmobj.cards.writer",
+    "hf_lmobj.recipes.report.card_data": "hf_lmobj.cards.data",
+    "hf_lmobj.recipes.report.ngram": "hf_lmobj.baselines.ngram",
+    "hf_lmobj.recipes.report.compression": "hf_lmobj.baselines.compression",
 }
 
 #: Files between an ``import`` statement and the warning besides importlib's frozen bootstrap: this one, import_module's.

@@ -30,7 +30,7 @@ def fresh(request):
     name = request.param
     saved = sys.modules.get(name)
     parent, _, child = name.rpartition(".")
-    saved_attribute = vars(sys.modules[parent]).get(child)
+    saved_attribute = vars(importlib.import_module(parent)).get(child)
     _forget(name)
     yield name
     _forget(name)

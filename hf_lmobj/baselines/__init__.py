@@ -8,7 +8,7 @@ Example:
     >>> from hf_lmobj.baselines import KneserNeyLM
     >>> from hf_lmobj.baselines import compression_bits_per_byte
     >>> lm = KneserNeyLM.fit([[0, 1, 2, 3] * 20], order=3, vocab_size=4)
-    >>> import math  # 3 predicted tokens, far below the uniform guess's 3 ln 4 nats
+    >>> import math  # 3 predicted tokens, a quarter of the uniform guess's 3 ln 4 nats
     >>> lm.sequence_nll([[0, 1, 2, 3]])[0] < 3 * math.log(4) / 4, sorted(compression_bits_per_byte(["abc" * 100]))
     (True, ['bz2 -9', 'xz -9e', 'zlib -9'])
 """

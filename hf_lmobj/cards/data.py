@@ -4,7 +4,7 @@
 accuracy, per split) from its run statistics; :func:`build_card_data` turns the results into the
 ``huggingface_hub.ModelCardData`` whose YAML the Hub reads (library, license, datasets, tags, base
 model, ``model-index``). Rendering the README from the ``model_cards/`` templates and plotting the
-loss curve are :mod:`.cards`' part; everything here needs only
+loss curve are :mod:`.writer`'s part; everything here needs only
 ``huggingface_hub``.
 
 Example:

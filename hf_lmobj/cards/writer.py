@@ -1,7 +1,7 @@
 """Model cards from a run's results: a loss-curve PNG and ``README.md`` rendered from ``model_cards/``.
 
-A recipe calls :func:`write_model_card` once, on the main process, after it has written
-``metrics.json``. The card is a ``huggingface_hub.ModelCard`` rendered from a Jinja template (one
+A training script calls :func:`write_model_card` once, on the main process, after training (every
+recipe does, after it has written ``metrics.json``). The card is a ``huggingface_hub.ModelCard`` rendered from a Jinja template (one
 per objective) whose YAML front matter carries the library, license, datasets, tags and a
 ``model-index`` with the evaluation results, so the Hub shows them and ``ModelCard.load`` parses them.
 Beside it, ``.eval_results/<task_id>.yaml`` holds the perplexity and bits per byte in the Hub's
@@ -155,7 +155,7 @@ def write_model_card(
     Args:
         output_dir: the run's output folder (created if missing).
         objective: a word of :data:`hf_lmobj.objectives.OBJECTIVES`; its spec picks the template.
-        metrics: the run's final metrics (what the recipe wrote to ``metrics.json``); numbers only.
+        metrics: the run's final metrics (e.g. ``trainer.evaluate()``'s, or ``metrics.json``'s); numbers only.
         hyperparameters: objective and training settings shown in the card (masking rates, noise
             density, span length, packing efficiency, learning rate, ...).
         model_name: the model's name (card title and model-index name).
@@ -165,7 +165,8 @@ def write_model_card(
         license: an SPDX-like Hub license id.
         log_history: ``trainer.state.log_history``, for the loss curve.
         extra: more facts listed under "Additional information" (also ``extra`` in templates).
-        template_dir: folder of ``<template>.md`` Jinja templates; defaults to the repo's ``model_cards/``.
+        template_dir: folder of ``<template>.md`` Jinja templates; defaults to the shipped ``model_cards/``
+            (:func:`hf_lmobj.shipped.shipped_folder`).
 
     Returns:
         The rendered ``huggingface_hub.ModelCard`` (already saved).

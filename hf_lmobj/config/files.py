@@ -1,4 +1,4 @@
-"""Config files of the recipes: a YAML file (or a config name, :mod:`.names`), its ``base:`` chain and
+"""Config files: a YAML file (or a config name, :mod:`.names`), its ``base:`` chain and
 sections, flattened.
 
 A file may name a ``base:`` it overrides and group its keys in sections, one per argument dataclass

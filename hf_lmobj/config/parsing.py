@@ -92,7 +92,7 @@ def _null_or(convert: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _print_help(dataclass_types: Sequence[type], description: str | None, everything: bool) -> None:
-    """``--help``: the recipe's docstring, ``--config`` and the recipe's own fields; ``--help_all`` adds Trainer's."""
+    """``--help``: ``description``, ``--config`` and the script's own fields; ``--help_all`` adds Trainer's."""
     own = [t for t in dataclass_types if everything or not issubclass(t, TrainingArguments)]
     parser = _parser(own, description)
     parser.add_argument("--config", default=None, metavar="FILE_OR_NAME", help=CONFIG_HELP)
@@ -107,7 +107,8 @@ def parse_args_with_config(
     """Parse ``args`` (default: ``sys.argv[1:]``) into instances of ``dataclass_types``.
 
     ``--config FILE_OR_NAME`` supplies defaults from YAML; any other flag overrides them. ``--help``
-    prints ``description`` (the recipe's docstring), ``--config`` and the recipe's own fields and exits.
+    prints ``description`` (e.g. the script's docstring), ``--config`` and the fields of ``dataclass_types`` other
+    than ``TrainingArguments`` and exits (``--help_all``: every field).
     """
     args = list(sys.argv[1:] if args is None else args)
     with warnings.catch_warnings():  # this call's scope only: a renamed name is the user's to see

@@ -5,8 +5,8 @@ Each metric is a folder laid out exactly as a Space on the Hub: ``<name>.py`` (t
 (evaluate's Gradio widget), ``requirements.txt`` (evaluate, datasets, torch, transformers) and
 the core files :data:`CORE_NAMES`, ``sums.py`` and ``scoring.py``. One source of truth:
 :mod:`hf_lmobj.metrics.scoring` imports only the standard library, torch, transformers, tqdm and
-:mod:`hf_lmobj.metrics.sums` (which needs the standard library alone, and ``.scoring`` to score
-texts), both by relative imports; each script imports both as siblings (``from .sums import`` and
+:mod:`hf_lmobj.metrics.sums` (which needs the standard library alone: its metric mixin is handed ``score_texts``
+by ``.scoring``), by relative imports; each script imports both as siblings (``from .sums import`` and
 ``from .scoring import``: ``evaluate`` copies along only the files that the script itself imports),
 and each folder's core file is the package's with a generated header, written by :func:`export_space`
 (from the package source, always) and refreshed in this tree by :func:`sync_space_copies` (a test
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 METRICS_DIR = Path(__file__).resolve().parent
@@ -57,7 +58,7 @@ def load(name: str, **kwargs):
     return evaluate.load(str(metric_path(name)), **kwargs)
 
 
-def space_core_text(core: str) -> str:
+def space_core_text(core: str = "scoring.py") -> str:
     """The text of a Space folder's core file ``core`` (in :data:`CORE_NAMES`): a generated header, then the package's.
 
     Example:
@@ -135,6 +136,26 @@ def push_to_hub(name: str, repo_id: str, token: str | None = None, private: bool
             commit_message=f"Upload the {name} metric from hf_lmobj",
         )
     return f"https://huggingface.co/spaces/{repo_id}"
+
+
+#: Names of the first release's single core file: name -> (its value today, the name to use).
+_RENAMED = {
+    "CORE_NAME": (lambda: "scoring.py", "CORE_NAMES"),
+    "CORE_SOURCE": (lambda: CORE_SOURCES[CORE_NAMES.index("scoring.py")], "CORE_SOURCES"),
+}
+
+
+def __getattr__(name: str):
+    """``CORE_NAME`` / ``CORE_SOURCE`` (one core file before ``sums.py`` split off) with a DeprecationWarning."""
+    if name in _RENAMED:
+        value, new = _RENAMED[name]
+        warnings.warn(
+            f"hf_lmobj.metrics.{name} is deprecated: the Space core is two files, use {new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -1,5 +1,6 @@
 """Optimizers for ``transformers.Trainer``: :mod:`.muon` (``MuonAdamW``: Muon for a transformer's hidden
-matrices, AdamW for the rest, one optimizer through the Trainer's optimizer-factory hook).
+matrices, AdamW for the rest, one optimizer through the Trainer's optimizer-factory hook) and :mod:`.arguments` (``OptimizerArguments``:
+the Trainer's optimizer or Muon + AdamW, chosen in a config section).
 
 Example:
     >>> from torch import nn
@@ -10,6 +11,14 @@ Example:
     [False, False, True]
 """
 
+from hf_lmobj.optim.arguments import OptimizerArguments, optimizer_cls_and_kwargs
 from hf_lmobj.optim.muon import MuonAdamW, MuonAdamWFactory, muon_param_groups, orthogonalize
 
-__all__ = ["MuonAdamW", "MuonAdamWFactory", "muon_param_groups", "orthogonalize"]
+__all__ = [
+    "MuonAdamW",
+    "MuonAdamWFactory",
+    "muon_param_groups",
+    "orthogonalize",
+    "OptimizerArguments",
+    "optimizer_cls_and_kwargs",
+]

@@ -1,10 +1,9 @@
-"""The pre-training recipe's optimizer: the Trainer's own (``TrainingArguments.optim``) or Muon + AdamW.
+"""Which optimizer a Trainer runs, as a config section: the Trainer's own (``TrainingArguments.optim``) or Muon + AdamW.
 
 ``--optimizer muon`` trains the blocks' matrices with Muon and the embeddings, head, norms and
 biases with AdamW (:mod:`hf_lmobj.optim.muon`), through the Trainer's optimizer-factory hook
 (``optimizer_cls_and_kwargs``), with the run's ``learning_rate``, ``weight_decay``, ``adam_beta1/2``
-and ``adam_epsilon``, and the Trainer's scheduler. On the causal demo it learns more per second than
-AdamW (``benchmarks/demo_experiments.md``). Muon needs the weight matrices' shapes: DeepSpeed ZeRO and
+and ``adam_epsilon``, and the Trainer's scheduler. Muon needs the weight matrices' shapes: DeepSpeed ZeRO and
 FSDP1 (which flatten them) are refused here, before any model is wrapped; FSDP2 works (each sharded
 matrix is gathered for its update).
 
@@ -66,7 +65,7 @@ def optimizer_cls_and_kwargs(args: OptimizerArguments, train_args: TrainingArgum
     if _flattens_parameters(train_args):
         raise ValueError(
             "optimizer muon orthogonalizes weight matrices; DeepSpeed ZeRO and FSDP1 flatten them into 1-D buffers. "
-            "Use --optimizer trainer with them, or FSDP2 (recipes/accelerate_configs/fsdp2.yaml), DDP or one process"
+            "Use --optimizer trainer with them, or FSDP2 (accelerate_configs/fsdp2.yaml of the recipes), DDP or one process"
         )
     kwargs = {
         "lr": train_args.learning_rate,

@@ -4,7 +4,9 @@
 objective a model trains, its targets and counts, head capture), :mod:`.auxiliary`
 (``AuxiliaryObjectiveTrainer``: the models of :mod:`hf_lmobj.models`, MTP and ELECTRA, term by
 term), :mod:`.sharding` (FSDP2 / DTensor helpers), :mod:`.pipeline_training` and
-:mod:`.checkpoints` (training on a ``PretrainingStream``, resumable), :mod:`.teardown`. The models
+:mod:`.checkpoints` (training on a ``PretrainingStream``, resumable), :mod:`.teardown`; what runs any
+Trainer: :mod:`.resume` (which checkpoint, what the first start chose), :mod:`.time_budget`
+(``max_steps`` from minutes), :mod:`.cpu_threads` (threads that follow the free cores). The models
 (``MTPConfig``, ``MultiTokenPredictionModel``, ``ElectraPretrainingConfig``, ``ElectraPretrainingModel``)
 and the optimizer (``MuonAdamW``, ``MuonAdamWFactory``, ``muon_param_groups``, :mod:`hf_lmobj.optim`)
 are importable from here as well.
@@ -18,7 +20,10 @@ Example:
 from hf_lmobj.models import ElectraPretrainingConfig, ElectraPretrainingModel, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.optim import MuonAdamW, MuonAdamWFactory, muon_param_groups
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from hf_lmobj.trainer.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments, thread_control
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
+from hf_lmobj.trainer.resume import ResumeArguments, ResumePlan, begin_new_run, plan_resume, step_budget
+from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
 
 __all__ = [
     "ObjectiveTrainer",
@@ -31,4 +36,14 @@ __all__ = [
     "MuonAdamW",
     "MuonAdamWFactory",
     "muon_param_groups",
+    "RuntimeArguments",
+    "AdaptiveThreadsCallback",
+    "thread_control",
+    "ResumeArguments",
+    "ResumePlan",
+    "plan_resume",
+    "begin_new_run",
+    "step_budget",
+    "StepBudget",
+    "fit_max_steps_to_budget",
 ]

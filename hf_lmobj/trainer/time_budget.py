@@ -1,6 +1,6 @@
 """Train for a wall-clock budget: time a few steps of the real model and data, then fix ``max_steps``.
 
-A demo that must end within minutes on machines whose speed differs several-fold cannot fix its
+A run that must end within minutes on machines whose speed differs several-fold cannot fix its
 step count in advance. :func:`fit_max_steps_to_budget` times forward + backward passes of the trainer's
 own model on its first training batch, and an update of the optimizer the Trainer will build (on a
 twin model), before ``train()`` and lowers ``args.max_steps`` to the steps
@@ -151,9 +151,8 @@ def fit_max_steps_to_budget(trainer, minutes: float, repeats: int = 4) -> StepBu
 
     One pass is timed first (it includes first-call costs, so it over-estimates); when
     ``max_steps`` passes of that length fit, nothing more is timed. Otherwise ``repeats`` more
-    passes are timed and the fastest sets the step count (the first few passes after the first
-    are still slower than the loop settles to: on the causal demo the faster of two over-estimated the training
-    loop's own step by 15%). In a distributed run every rank adopts the
+    passes are timed and the fastest sets the step count (the first few passes after the first are
+    still slower than the loop settles to; ``benchmarks/demo_experiments.md``). In a distributed run every rank adopts the
     smallest count, so all of them stop at the same step.
     """
     requested = trainer.args.max_steps

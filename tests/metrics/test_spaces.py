@@ -132,10 +132,17 @@ def test_exported_spaces_run_without_hf_lmobj_and_equal_the_package(tmp_path, ti
 CORE_MODULES = tuple(core.removesuffix(".py") for core in CORE_NAMES)
 
 
-def test_the_cores_are_sums_then_scoring_from_the_package():
-    assert CORE_NAMES == ("sums.py", "scoring.py")
+def test_the_cores_are_the_package_files():
     assert [source.name for source in CORE_SOURCES] == list(CORE_NAMES)
     assert all(source.parent == Path(hf_lmobj.metrics.__file__).parent for source in CORE_SOURCES)
+
+
+def test_the_single_core_names_of_the_first_release_warn():
+    with pytest.warns(DeprecationWarning, match="CORE_NAMES"):
+        assert hf_lmobj.metrics.CORE_NAME == "scoring.py"
+    with pytest.warns(DeprecationWarning, match="CORE_SOURCES"):
+        assert hf_lmobj.metrics.CORE_SOURCE == Path(hf_lmobj.metrics.__file__).parent / "scoring.py"
+    assert space_core_text() == space_core_text("scoring.py")
 
 
 @pytest.mark.parametrize("core", CORE_NAMES)

@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_lmobj.baselines.compression import compression_bits_per_byte
 from hf_lmobj.models.stock import OBJECTIVE_ARCHITECTURES, ModelArguments, build_model
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=64)
@@ -38,17 +37,3 @@ def test_bad_model_arguments(tokenizer):
         ModelArguments(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="hidden_size"):
         ModelArguments(hidden_size=0)
-
-
-def test_compressors_rank_redundant_text_below_random_bytes():
-    import random
-
-    rng = random.Random(0)
-    noise = "".join(chr(rng.randrange(33, 127)) for _ in range(20000))
-    redundant = compression_bits_per_byte(["x = 1\n" * 5000])
-    random_rates = compression_bits_per_byte([noise])
-    assert all(redundant[k] < 0.1 for k in redundant)
-    # 94 equiprobable symbols carry log2(94) = 6.55 bits; no compressor beats that bound
-    assert all(6.5 < random_rates[k] < 8.5 for k in random_rates)
-    with pytest.raises(ValueError, match="empty"):
-        compression_bits_per_byte([""])

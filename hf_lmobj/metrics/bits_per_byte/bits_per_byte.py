@@ -16,10 +16,10 @@ import datasets
 import evaluate
 
 # Sibling files, both imported here because evaluate copies along only the files this script imports:
-# the Space needs no hf_lmobj. SumsMetric scores texts with .scoring's score_texts, given here.
+# the Space needs no hf_lmobj. SumsMetric (from .scoring) scores texts with score_texts.
 # No comment on an import line: evaluate would read it as a URL to download.
-from .scoring import score_texts
-from .sums import SumsMetric, bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums
+from .scoring import SumsMetric
+from .sums import bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums
 
 __all__ = ["BitsPerByte"]
 
@@ -93,7 +93,6 @@ class BitsPerByte(SumsMetric, evaluate.Metric):
     """
 
     count_name = "num_bytes"
-    score_texts = staticmethod(score_texts)
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(

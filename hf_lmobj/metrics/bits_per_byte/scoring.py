@@ -4,7 +4,8 @@
 
 Contract. :func:`score_texts` returns one :class:`TextScore` per text (summed NLL in nats, scored
 tokens, UTF-8 bytes, lm-eval words); :mod:`.sums` turns such sums into corpus figures and feeds the
-``evaluate`` metrics (its names are re-exported here). This file imports only the standard library,
+``evaluate`` metrics (its names are re-exported here; :class:`SumsMetric` and
+:func:`sums_from_compute_args` here score texts with :func:`score_texts`). This file imports only the standard library,
 ``torch``, ``transformers``, ``tqdm`` (a dependency of ``transformers``) and its sibling ``.sums``, never
 the rest of ``hf_lmobj``: :func:`hf_lmobj.metrics.export_space` writes both files into each Space folder,
 whose script imports both (``from .sums import ...``, ``from .scoring import ...``: siblings that
@@ -43,7 +44,6 @@ from tqdm.auto import tqdm
 from .sums import (
     EMPTY_ENTRY_FIX,
     MODEL_KWARGS,
-    SumsMetric,
     bits_per_byte_from_sums,
     byte_perplexity_from_sums,
     check_counts,
@@ -55,9 +55,10 @@ from .sums import (
     count_words,
     exp_or_inf,
     perplexity_from_sums,
-    sums_from_compute_args,
     word_perplexity_from_sums,
 )
+from .sums import SumsMetric as _SumsOnlyMetric
+from .sums import sums_from_compute_args as _sums_from_compute_args
 
 __all__ = [
     "WINDOWS",
@@ -334,3 +335,16 @@ def score_texts(
         TextScore(float(value), len(row) - 1, len(text.encode("utf-8")), count_words(text))
         for value, row, text in zip(nll.tolist(), ids, texts)
     ]
+
+
+class SumsMetric(_SumsOnlyMetric):
+    """:class:`.sums.SumsMetric` whose ``compute(predictions=texts, model_id=...)`` scores with :func:`score_texts`."""
+
+    score_texts = staticmethod(score_texts)
+
+
+def sums_from_compute_args(
+    predictions, references, kwargs: dict, count_name: str, optional_counts: Sequence[str] = ()
+) -> dict:
+    """:func:`.sums.sums_from_compute_args` with texts scored by :func:`score_texts`."""
+    return _sums_from_compute_args(predictions, references, kwargs, count_name, optional_counts, score_texts)
