@@ -31,7 +31,7 @@ def _run(script: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow  # three runs of the script (~40 s)
+@pytest.mark.slow  # three runs of the script (~25 s)
 def test_the_readme_script_trains_refuses_a_rerun_and_resumes(tmp_path):
     script = tmp_path / "own.py"
     script.write_text(readme_script(), encoding="utf-8")
