@@ -41,23 +41,10 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from .sums import (
-    EMPTY_ENTRY_FIX,
-    MODEL_KWARGS,
-    bits_per_byte_from_sums,
-    byte_perplexity_from_sums,
-    check_counts,
-    check_flag,
-    check_length,
-    check_nll_sums,
-    check_sums,
-    check_window_lengths,
-    count_words,
-    exp_or_inf,
-    perplexity_from_sums,
-    word_perplexity_from_sums,
-)
+from .sums import *  # noqa: F403  every name of .sums (its home), re-exported so that imports from here keep working
 from .sums import SumsMetric as _SumsOnlyMetric
+from .sums import __all__ as _SUMS_NAMES
+from .sums import check_flag, check_length, check_window_lengths, count_words
 from .sums import sums_from_compute_args as _sums_from_compute_args
 
 __all__ = [
@@ -72,23 +59,7 @@ __all__ = [
     "encode_texts",
     "score_texts",
     "window_nll",
-    # re-exported from .sums (their home), so that imports from here keep working
-    "EMPTY_ENTRY_FIX",
-    "count_words",
-    "check_length",
-    "check_flag",
-    "check_counts",
-    "check_nll_sums",
-    "check_window_lengths",
-    "check_sums",
-    "exp_or_inf",
-    "perplexity_from_sums",
-    "bits_per_byte_from_sums",
-    "byte_perplexity_from_sums",
-    "word_perplexity_from_sums",
-    "MODEL_KWARGS",
-    "SumsMetric",
-    "sums_from_compute_args",
+    *_SUMS_NAMES,  # SumsMetric and sums_from_compute_args are this module's own: they score texts
 ]
 
 #: The window layouts of :func:`score_texts`: strided sliding windows, or lm-eval's disjoint rolling ones.
