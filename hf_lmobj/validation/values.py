@@ -31,6 +31,9 @@ __all__ = [
     "check_length",
     "check_flag",
     "check_name",
+    "check_seed",
+    "check_weights",
+    "check_unique_names",
     "check_has_targets",
     "check_return_tensors",
 ]
@@ -306,6 +309,76 @@ def check_name(value: Any, field: str, optional: bool = False) -> str | None:
         hint = "; leave it out (None) for the default" if optional else ""
         raise ValueError(f"{field} must be a non-empty string, got {value!r}{hint}")
     return value
+
+
+def check_seed(value: Any, field: str = "seed", optional: bool = False) -> int | None:
+    """A whole-number seed in ``[0, SEED_LIMIT)`` (numpy's range); None when ``optional``.
+
+    Floats (even ``1.0``), bools and strings are refused, so ``1.7`` never becomes ``1``.
+
+    Example:
+        >>> check_seed(np.int64(7))
+        7
+        >>> check_seed(-1)
+        Traceback (most recent call last):
+        ...
+        ValueError: seed must be an int in [0, 2**32), got -1
+    """
+    if value is None and optional:
+        return None
+    if is_bool(value) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{field} must be an int in [0, 2**32){' (or None)' if optional else ''}, got {value!r}")
+    if not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{field} must be an int in [0, 2**32), got {value!r}")
+    return int(value)
+
+
+def check_weights(values: Any, field: str = "weights", count: int | None = None) -> list[float]:
+    """Mixture weights: finite numbers ``>= 0`` with a positive sum, returned normalised to sum 1.
+
+    Each weight is divided by the largest before summing, so ``[1e308, 1e308]`` gives
+    ``[0.5, 0.5]`` instead of overflowing to ``inf``; ``count`` is the number of sources.
+
+    Example:
+        >>> check_weights([1e308, 1e308])
+        [0.5, 0.5]
+        >>> check_weights([0, 0], "weights")
+        Traceback (most recent call last):
+        ...
+        ValueError: weights are all 0; give at least one source a weight > 0
+    """
+    items = _as_list(values, field)
+    if count is not None and len(items) != count:
+        raise ValueError(f"{field} has {len(items)} entries for {count} source(s); give one weight per source")
+    if not items:
+        raise ValueError(f"{field} is empty; give one weight per source")
+    weights = [check_number(w, f"{field}[{i}]", 0.0, math.inf, high_open=True) for i, w in enumerate(items)]
+    largest = max(weights)
+    if largest == 0:
+        raise ValueError(f"{field} are all 0; give at least one source a weight > 0")
+    scaled = [w / largest for w in weights]
+    total = math.fsum(scaled)
+    return [w / total for w in scaled]
+
+
+def check_unique_names(values: Any, field: str) -> list[str]:
+    """A list of non-empty strings with no name twice (each is a key: of counts, of sources).
+
+    Example:
+        >>> check_unique_names(["web", "code"], "names")
+        ['web', 'code']
+        >>> check_unique_names(["web", "web"], "names")
+        Traceback (most recent call last):
+        ...
+        ValueError: names has 'web' twice (at 0 and 1); give every source its own name
+    """
+    names = [check_name(v, f"{field}[{i}]") for i, v in enumerate(_as_list(values, field))]
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in first:
+            raise ValueError(f"{field} has {name!r} twice (at {first[name]} and {i}); give every source its own name")
+        first[name] = i
+    return names  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------------------------- targets
