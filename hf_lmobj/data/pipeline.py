@@ -48,6 +48,7 @@ from hf_lmobj.data.planned import EpochPlan
 from hf_lmobj.data.rows import RowFormat
 from hf_lmobj.data.sources import DatasetSource, is_random_access
 from hf_lmobj.data.streamed import UnitReader
+from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.validation import check_length
 
 __all__ = ["PretrainingStream", "ghost_batch", "as_arrays", "as_tensors", "TARGET_KEYS"]
@@ -234,7 +235,8 @@ def _describe(collator: Any) -> str:
 
     if dataclasses.is_dataclass(collator):
         fields = {f.name: getattr(collator, f.name) for f in dataclasses.fields(collator) if f.init}
-        fields["tokenizer"] = getattr(getattr(collator, "tokenizer", None), "name_or_path", None)
+        tokenizer = getattr(collator, "tokenizer", None)
+        fields["tokenizer"] = None if tokenizer is None else tokenizer_fingerprint(tokenizer)  # content, not path
         return f"{type(collator).__name__}({sorted((k, repr(v)) for k, v in fields.items())})"
     return type(collator).__name__
 

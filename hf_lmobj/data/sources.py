@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.plain_text import encode_plain
 
 __all__ = ["RandomAccessSource", "DatasetSource", "TextStream", "encode_texts_as_documents", "is_random_access"]
@@ -185,7 +186,7 @@ class TextStream:
             "name": self.name,
             "dataset": [info.dataset_name, info.config_name, str(info.splits), self.dataset.n_shards],
             "text_column": self.text_column,
-            "tokenizer": [getattr(self.tokenizer, "name_or_path", ""), len(self.tokenizer), self.add_bos, self.add_eos],
+            "tokenizer": [tokenizer_fingerprint(self.tokenizer), len(self.tokenizer), self.add_bos, self.add_eos],
             "encode": None if self.encode is None else repr(self.encode),
         }
         return "stream:" + hashlib.blake2b(json.dumps(described, default=str).encode(), digest_size=8).hexdigest()
