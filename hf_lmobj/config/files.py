@@ -21,7 +21,8 @@ from typing import Any
 import yaml
 from transformers import TrainingArguments
 
-from hf_lmobj.config.names import resolve_config
+from hf_lmobj.config.names import resolve_config, suggest
+from hf_lmobj.config.values import _kind
 
 __all__ = [
     "TRAINING_SECTION",
@@ -65,10 +66,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *anchor``: its keys give way to the mapping's own
+            continue
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, typing.Hashable) and key in seen:
             raise ValueError(
-                f"key {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1}); keep one"
+                f"key {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1}); keep one "
+                "(YAML would keep the last silently)"
             )
         if isinstance(key, typing.Hashable):
             seen[key] = key_node.start_mark.line
@@ -81,19 +85,23 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 def load_yaml_config(path: str | Path, dataclass_types: Sequence[type] = ()) -> dict[str, Any]:
     """Read a YAML config (a path or a shipped config name) into one flat mapping of field name -> value.
 
-    A top-level ``base: NAME`` names a config this file overrides, resolved as ``--config`` is (a relative
-    path against this file's folder first); bases chain, a cycle is refused. A top-level key naming a
+    A top-level ``base: NAME`` names a config this file overrides: a path relative to this file's folder
+    (never the working directory's), else a shipped config name; bases chain. A top-level key naming a
     section of ``dataclass_types`` (:func:`config_sections`) whose value is a mapping holds that class's
-    fields, each by its name or without the section's prefix (``fim: {rate: 0.5}`` is ``fim_rate``).
+    fields, each by its name or without the section's prefix (``fim: {rate: 0.5}`` is ``fim_rate``); a
+    section left empty (``training:`` with every key commented out, YAML's ``null``) sets nothing.
     The base's keys, flattened, give way to this file's, flattened.
 
     Raises:
-        ValueError: a non-mapping top level, a key given twice (in one mapping, or after flattening: a
-            field in a section and flat, or by both of its names), a key that is not a string, a key in
-            a section that is not one of its fields (the message lists them), a missing base, a cycle of
-            bases, or a file that is not YAML.
+        ValueError: an unreadable, empty, non-UTF-8 or non-YAML file (its line and column named), a
+            non-mapping top level, a key given twice (in one mapping, or after flattening: a field in a
+            section and flat, or by both of its names), a key that is not a string, a section that is not
+            a mapping, a key in a section that is not one of its fields (the message names the section it
+            belongs to, or the closest fields), a missing or empty base, a base naming its own file, a
+            cycle of bases.
     """
-    return _load(path, _Schema(config_sections(dataclass_types), renamed_fields(dataclass_types)), ())
+    fields = frozenset(f.name for cls in dataclass_types for f in dataclasses.fields(cls))
+    return _load(path, _Schema(config_sections(dataclass_types), renamed_fields(dataclass_types), fields), ())
 
 
 def renamed_fields(dataclass_types: Sequence[type]) -> dict[str, str]:
@@ -112,59 +120,100 @@ def warn_renamed(old: str, new: str, where: str) -> None:
 class _Schema:
     sections: dict[str, type]
     renames: dict[str, str]
+    fields: frozenset[str] = frozenset()  # every field name (a section's name may be a field's too: optimizer)
 
 
 def _load(name: str | Path, schema: _Schema, chain: tuple[Path, ...], beside: Path | None = None) -> dict:
     path = _resolve_base(name, beside, chain[-1]) if beside is not None else resolve_config(name)
     if path.resolve() in chain:
         cycle = " -> ".join(str(p) for p in (*chain[chain.index(path.resolve()) :], path.resolve()))
-        raise ValueError(f"--config {chain[0]}: its bases form a cycle: {cycle}")
+        itself = f" ({chain[-1].name} names itself as its base)" if path.resolve() == chain[-1] else ""
+        raise ValueError(f"--config {chain[0]}: its bases form a cycle: {cycle}{itself}; break it by removing one base")
     data = _read_mapping(path)
-    base = data.pop(BASE_KEY, None)
+    has_base, base = BASE_KEY in data, data.pop(BASE_KEY, None)
     own = _flatten(data, schema, path)
-    if base is None:
+    if not has_base:
         return own
-    if not isinstance(base, str) or not base:
-        raise ValueError(f"--config {path}: base must be a config name or path, got {base!r}")
+    if not isinstance(base, str) or not base.strip():
+        raise ValueError(
+            f"--config {path}: base must be a config name or path, got {base!r}; name one (such as causal/demo or "
+            "other.yaml, beside this file), or drop the base key"
+        )
     return {**_load(base, schema, (*chain, path.resolve()), beside=path.parent), **own}
 
 
 def _resolve_base(name: str, folder: Path, including: Path) -> Path:
-    """``base: name``: a path relative to the including file's folder first, else as ``--config`` resolves it."""
-    near = folder / name
-    if near.is_file():
-        return near
+    """``base: name``: a path relative to the including file's folder, else a shipped config name."""
     try:
-        return resolve_config(name)
+        return resolve_config(name, beside=folder)
     except ValueError as error:
         raise ValueError(f"--config {including}: base: {error}") from None
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping in ``path``; an unreadable, empty, non-YAML or non-mapping file is refused, naming it."""
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"--config {path}: not UTF-8 text (byte {error.start}); save it as UTF-8 YAML") from None
+    except OSError as error:
+        raise ValueError(f"--config {path}: cannot be read ({error.strerror or error})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as error:
+        raise ValueError(f"--config {_yaml_error(path, error)}") from None
+    except yaml.reader.ReaderError as error:
+        raise ValueError(
+            f"--config {path}: character U+{error.character:04X} at position {error.position} is not allowed in "
+            "YAML; is it a text file?"
+        ) from None
     except (yaml.YAMLError, ValueError) as error:
         raise ValueError(f"--config {path}: {error}") from None
+    if data is None:
+        raise ValueError(
+            f"--config {path}: the file is empty (or all comments): it sets nothing; write its keys "
+            "(field: value), or leave out --config to run on the defaults"
+        )
     if not isinstance(data, dict):
-        raise ValueError(f"--config {path}: the top level must be a mapping of argument: value")
+        raise ValueError(
+            f"--config {path}: the top level must be a mapping of argument: value (such as max_steps: 10), "
+            f"got {_kind(data)}: {data!r:.60}"
+        )
     odd = [key for key in data if not isinstance(key, str)]
     if odd:
-        raise ValueError(f"--config {path}: keys must be field names (strings), got {odd!r}")
+        raise ValueError(f"--config {path}: keys must be field names (strings), got {odd!r}; quote them or rename them")
     return data
 
 
+def _yaml_error(path: Path, error: yaml.MarkedYAMLError) -> str:
+    """``path: line L, column C: not valid YAML: what YAML found`` (1-based), with the fix for a tab."""
+    mark = error.problem_mark or error.context_mark
+    where = f"{path}: line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+    found = " ".join(part for part in (error.context, error.problem) if part)
+    fix = "; YAML indents with spaces, never tabs" if "'\\t'" in found else ""
+    return f"{where}: not valid YAML: {found}{fix}"
+
+
 def _flatten(data: dict[str, Any], schema: _Schema, path: Path) -> dict[str, Any]:
-    """One file's keys as field name -> value: each section's keys lifted out, under their field names."""
+    """One file's keys as field name -> value: each section's keys lifted out, under their field names.
+
+    A section left empty (every key commented out, which YAML reads as ``null``) sets nothing.
+    """
     flat: dict[str, Any] = {}
     given: dict[str, str] = {}  # field name -> how the file spelled it (``fim.rate``, ``max_steps``)
     sections = schema.sections
     for key, value in data.items():
-        if key in sections and isinstance(value, dict):
+        if key in sections and (isinstance(value, dict) or value is None):
+            value = value or {}
             renamed = {inner: schema.renames.get(inner, inner) for inner in value}
             entries = [
-                (_section_field(key, sections[key], renamed[inner], path), f"{key}.{inner}", v)
-                for inner, v in value.items()
+                (_section_field(key, renamed[inner], schema, path), f"{key}.{inner}", v) for inner, v in value.items()
             ]
+        elif key in sections and key not in schema.fields:
+            raise ValueError(
+                f"--config {path}: {key} is a section ({sections[key].__name__}): its value must be a mapping of "
+                f"its fields, such as {key}: {{{_field_names(sections[key])[0]}: ...}}; got {value!r:.60}"
+            )
         else:
             entries = [(schema.renames.get(key, key), key, value)]
         for field_name, spelled, v in entries:
@@ -178,14 +227,27 @@ def _flatten(data: dict[str, Any], schema: _Schema, path: Path) -> dict[str, Any
     return flat
 
 
-def _section_field(section: str, cls: type, key: Any, path: Path) -> str:
-    """The field of ``cls`` that ``key`` names inside ``section``: its own name, or the name less ``<section>_``."""
-    names = [f.name for f in dataclasses.fields(cls)]
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _section_field(section: str, key: Any, schema: _Schema, path: Path) -> str:
+    """The field that ``key`` names inside ``section``: its own name, or the name less ``<section>_``.
+
+    Raises:
+        ValueError: not a field of the section; the message names the section it belongs to, or the closest fields.
+    """
+    cls = schema.sections[section]
+    names = _field_names(cls)
     if isinstance(key, str) and key in names:
         return key
     if isinstance(key, str) and f"{section}_{key}" in names:
         return f"{section}_{key}"
-    raise ValueError(
-        f"--config {path}: {section}: {key!r} is not a field of the {section} section ({cls.__name__}); "
-        f"its fields: {names}"
-    )
+    where = f"--config {path}: {section}: {key!r} is not a field of the {section} section ({cls.__name__})"
+    home = [other for other, owner in schema.sections.items() if other != section and key in _field_names(owner)]
+    if home:
+        raise ValueError(
+            f"{where}; it belongs in the {home[0]} section ({home[0]}: {{{key}: ...}}) or at the top level"
+        )
+    short = [name.removeprefix(f"{section}_") for name in names]
+    raise ValueError(f"{where}{suggest(str(key), names + short)}; its fields: {names}")

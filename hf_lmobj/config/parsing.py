@@ -4,8 +4,10 @@
 ``hf_lmobj/recipes/configs/causal/demo.yaml``, found in a clone and in an installed wheel alike; the
 first release's folder names, ``clm/`` and ``mlm/``, still resolve with a DeprecationWarning).
 Every key of the YAML file must be a field of one of the dataclasses (``TrainingArguments``
-included); a command-line flag wins over the file. Unknown keys, and keys given twice, are an
-error, never ignored. A required field may come from the file or the command line.
+included); a command-line flag wins over the file. Unknown keys and flags (named with the closest
+known ones), keys given twice, and ``--config`` given twice (one file combines with another by naming
+it as its ``base:``) are an error, never ignored. A required field may come from the file or the
+command line.
 
 Files, their ``base:`` chain and sections are read by :mod:`.files`; each YAML value is
 checked against its field's type as the command line checks it, by :mod:`.values`. Order of
@@ -45,15 +47,16 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from hf_lmobj.config.files import config_sections, load_yaml_config, renamed_fields, warn_renamed
+from hf_lmobj.config.files import BASE_KEY, config_sections, load_yaml_config, renamed_fields, warn_renamed
+from hf_lmobj.config.names import suggest
 from hf_lmobj.config.values import check_config_values
 
 __all__ = ["parse_args_with_config", "cpu_aware_argv"]
 
 CONFIG_HELP = (
     "YAML file of defaults (any field below, and any TrainingArguments field, flat or in sections; base: another "
-    "config it overrides), or the name of a shipped config such as causal/demo; flags given on the command line "
-    "win over the file"
+    "config it overrides), or the name of a shipped config such as causal/demo; given once (a file combines with "
+    "another through base:); flags given on the command line win over the file"
 )
 
 #: Deprecations a recipe's user must see (a renamed config or objective name), shown unless -W options say otherwise.
@@ -106,9 +109,15 @@ def parse_args_with_config(
 ) -> tuple[Any, ...]:
     """Parse ``args`` (default: ``sys.argv[1:]``) into instances of ``dataclass_types``.
 
-    ``--config FILE_OR_NAME`` supplies defaults from YAML; any other flag overrides them. ``--help``
+    ``--config FILE_OR_NAME`` (once) supplies defaults from YAML; any other flag overrides them. ``--help``
     prints ``description`` (e.g. the script's docstring), ``--config`` and the fields of ``dataclass_types`` other
     than ``TrainingArguments`` and exits (``--help_all``: every field).
+
+    Raises:
+        ValueError: ``--config`` given twice or without a value, a config file refused by
+            :func:`~hf_lmobj.config.load_yaml_config`, an unknown key in it, a command-line argument no field
+            takes (each named with the closest known key or flag), or a value its flag refuses.
+        TypeError: a YAML value of another type than its field's (:func:`~hf_lmobj.config.check_config_values`).
     """
     args = list(sys.argv[1:] if args is None else args)
     with warnings.catch_warnings():  # this call's scope only: a renamed name is the user's to see
@@ -134,25 +143,89 @@ def _parse(dataclass_types: Sequence[type], args: list[str], description: str | 
     if {"-h", "--help", "--help_all"} & set(args):
         _print_help(dataclass_types, description, everything="--help_all" in args)
         raise SystemExit(0)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config", default=None)
-    known, rest = pre.parse_known_args(args)
+    config, rest = _config_flag(args)
     parser = _parser(dataclass_types)
-    if known.config is not None:
-        config = load_yaml_config(known.config, dataclass_types)
-        fields = {action.dest for action in parser._actions} - {"help"}
-        unknown = sorted(set(config) - fields)
-        if unknown:
-            sections = sorted(config_sections(dataclass_types))
-            raise ValueError(
-                f"--config {known.config}: unknown keys {unknown}; each key must be a field of "
-                f"{[t.__name__ for t in dataclass_types]}" + (f" or a section: {sections}" if sections else "")
-            )
-        parser.set_defaults(**check_config_values(config, dataclass_types, parser, known.config))
+    fields = {action.dest for action in parser._actions} - {"help"}
+    if config is not None:
+        values = load_yaml_config(config, dataclass_types)
+        _check_known_keys(values, fields, dataclass_types, config)
+        parser.set_defaults(**check_config_values(values, dataclass_types, parser, config))
         for action in parser._actions:  # a required field given by the file is no longer required on the command line
-            if action.dest in config:
+            if action.dest in values:
                 action.required = False
-    return tuple(parser.parse_args_into_dataclasses(args=rest, look_for_args_file=False))
+    *groups, unused = parser.parse_args_into_dataclasses(
+        args=rest, return_remaining_strings=True, look_for_args_file=False
+    )
+    if unused:
+        raise ValueError(_unused_message(unused, fields, dataclass_types))
+    return tuple(groups)
+
+
+def _config_flag(args: list[str]) -> tuple[str | None, list[str]]:
+    """The ``--config`` value (given at most once, never abbreviated) and the other arguments.
+
+    Raises:
+        ValueError: ``--config`` without a value, or given more than once (a second file would silently
+            replace the first: one config names the other as its ``base:`` instead).
+    """
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    pre.add_argument("--config", action="append", default=None)
+    try:
+        known, rest = pre.parse_known_args(args)
+    except argparse.ArgumentError as error:
+        raise ValueError(
+            f"--config needs a value: a YAML file or a shipped config name such as causal/demo ({error})"
+        ) from None
+    configs = known.config or []
+    if len(configs) > 1:
+        raise ValueError(
+            f"--config is given {len(configs)} times ({', '.join(configs)}); give one: to combine two files, write "
+            f"base: {configs[0]} in {configs[-1]} (its own keys win over its base's) and pass --config {configs[-1]}"
+        )
+    return (configs[0] if configs else None), rest
+
+
+#: Top-level keys a user may reach for when they mean ``base:`` (another tool's word), and what to write instead.
+_BASE_WORDS = ("config", "include", "includes", "extends", "inherit", "inherits", "defaults", "bases", "parent")
+_OVERRIDES_WORDS = ("overrides", "override")
+
+
+def _check_known_keys(values: dict[str, Any], fields: set[str], dataclass_types: Sequence[type], source: str) -> None:
+    """Every key of a config is a field of ``dataclass_types``; an unknown one is named with the closest fields.
+
+    Raises:
+        ValueError: a key that is no field (the message suggests the closest field or section, or ``base:``).
+    """
+    unknown = sorted(set(values) - fields)
+    if not unknown:
+        return
+    sections = sorted(config_sections(dataclass_types))
+    hints = "".join(f"; {key}: {_key_hint(key, fields | set(sections))}" for key in unknown)
+    raise ValueError(
+        f"--config {source}: unknown keys {unknown}{hints}; each key must be a field of "
+        f"{[t.__name__ for t in dataclass_types]}" + (f" or a section: {sections}" if sections else "")
+    )
+
+
+def _key_hint(key: str, names: set[str]) -> str:
+    if key in _BASE_WORDS:
+        return f"a config names the file it overrides with {BASE_KEY}: FILE_OR_NAME"
+    if key in _OVERRIDES_WORDS:
+        return f"a file's own keys override its {BASE_KEY}: write them at the top level or in their sections"
+    return suggest(key, names).removeprefix("; ") or "no field of that name"
+
+
+def _unused_message(unused: list[str], fields: set[str], dataclass_types: Sequence[type]) -> str:
+    """Command-line arguments no field takes: each unknown flag named with the closest flags."""
+    flags = [arg.partition("=")[0] for arg in unused if arg.startswith("-")]
+    hints = "".join(
+        f"; {flag}: {suggest(flag.lstrip('-'), fields | {'config'}, '--{}').removeprefix('; ') or 'no such flag'}"
+        for flag in flags
+    )
+    return (
+        f"unknown command-line arguments {unused}{hints}; each flag must be a field of "
+        f"{[t.__name__ for t in dataclass_types]} or --config (--help lists them)"
+    )
 
 
 def cpu_aware_argv(argv: Sequence[str] | None = None) -> list[str]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import enum
 import types
 import typing
 from collections.abc import Sequence
 from typing import Any, Literal, Union
+
+import yaml
 
 __all__ = ["check_config_values"]
 
@@ -63,7 +66,8 @@ def _check_value(value: Any, key: str, hint: Any, action: argparse.Action, sourc
             except (TypeError, ValueError, argparse.ArgumentTypeError):
                 raise ValueError(f"{where} {value!r} is not {_describe(hint)}") from None
     elif not _admits(value, hint):
-        raise TypeError(f"{where} {value!r} ({_kind(value)}) is not {_describe(hint)}{_yaml_hint(value, hint)}")
+        shown = "null" if value is None else f"{value!r} ({_kind(value)})"
+        raise TypeError(f"{where} {shown} is not {_describe(hint)}{_yaml_hint(value, hint)}")
     elif _admits(value, int) and not _admits(value, hint, without=float):  # an int given for a float
         value = float(value)
     if action.choices is not None and value is not None and not isinstance(value, list) and value not in action.choices:
@@ -137,14 +141,45 @@ def _describe(hint: Any) -> str:
 
 def _kind(value: Any) -> str:
     names = {bool: "a bool", int: "an int", float: "a float", str: "a string", list: "a list", dict: "a mapping"}
-    return names.get(type(value), type(value).__name__)
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def _yaml_hint(value: Any, hint: Any) -> str:
+    """How to write ``value`` so that YAML reads it as ``hint``: quote a string, write a list as a YAML list."""
+    if value is None:
+        return " (YAML reads an empty value or ~ as null); give a value, or drop the key to keep the default"
     if isinstance(value, bool) and _admits("", hint):
         return "; YAML reads unquoted yes / no / on / off / true / false as a bool: quote it"
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and _admits("", hint):
+    if isinstance(value, (int, float, datetime.date)) and not isinstance(value, bool) and _admits("", hint):
         return f"; quote it ('{value}') if the string is meant"
     if not isinstance(value, list) and _admits([], hint):
-        return f"; write a YAML list, e.g. [{value}]"
+        return f"; write a YAML list, e.g. {_as_yaml_list(value, hint)}"
     return ""
+
+
+def _as_yaml_list(value: Any, hint: Any) -> str:
+    """``value`` as the YAML flow list that a list field ``hint`` would take: ``'3 4'`` -> ``[3, 4]`` (never
+    ``[3 4]``, which YAML reads as the one string ``'3 4'``).
+
+    >>> _as_yaml_list("3 4", list[int]), _as_yaml_list("a,b", list[str] | None), _as_yaml_list(3, list[int])
+    ('[3, 4]', '[a, b]', '[3]')
+    """
+    items = str(value).replace(",", " ").split() if isinstance(value, str) else [value]
+    item_type = _list_item_type(hint)
+    converted = []
+    for item in items:
+        if isinstance(item, str) and item_type in (int, float):
+            try:
+                item = item_type(item)
+            except ValueError:
+                pass
+        converted.append(item)
+    return yaml.safe_dump(converted, default_flow_style=True, width=1000).strip()
+
+
+def _list_item_type(hint: Any) -> Any:
+    """The item type of the list member of ``hint`` (``list[int] | None`` -> ``int``), ``Any`` when unstated."""
+    for member in _union_args(hint) or (hint,):
+        if member is list or typing.get_origin(member) is list:
+            return (typing.get_args(member) or (Any,))[0]
+    return Any

@@ -182,11 +182,18 @@ def test_a_section_holds_its_fields_by_name_or_without_the_sections_prefix(tmp_p
 
 
 def test_a_key_that_is_not_a_field_of_its_section_is_refused_listing_the_sections_fields(tmp_path):
-    folder = _files(tmp_path, run="model:\n  hidden_size: 32\n  max_steps: 3\n")  # a training field in model
-    with pytest.raises(ValueError, match=r"model: 'max_steps' is not a field of the model section \(Model\); "
+    folder = _files(tmp_path, run="model:\n  hidden_size: 32\n  stepz: 3\n")
+    with pytest.raises(ValueError, match=r"model: 'stepz' is not a field of the model section \(Model\); "
                        r"its fields: \['model_type', 'hidden_size'\]") as refused:  # fmt: skip
         _parse(folder / "run.yaml")
     assert str(folder / "run.yaml") in str(refused.value)
+
+
+def test_a_field_of_another_section_is_refused_naming_its_section(tmp_path):
+    folder = _files(tmp_path, run="model:\n  hidden_size: 32\n  max_steps: 3\n")  # a training field in model
+    with pytest.raises(ValueError, match=r"model: 'max_steps' is not a field of the model section \(Model\); "
+                       r"it belongs in the training section"):  # fmt: skip
+        _parse(folder / "run.yaml")
 
 
 @pytest.mark.parametrize(
@@ -206,9 +213,9 @@ def test_a_field_given_twice_after_flattening_is_refused(tmp_path, text, words):
         _parse(folder / "run.yaml")
 
 
-def test_a_section_name_with_a_plain_value_or_a_foreign_section_stays_an_unknown_key(tmp_path):
+def test_a_section_name_with_a_plain_value_or_a_foreign_section_is_refused(tmp_path):
     folder = _files(tmp_path, a="data: 3\n", b="fim: {rate: 0.5}\n")
-    with pytest.raises(ValueError, match=r"unknown keys \['data'\].* or a section: \['data', 'model', 'training'\]"):
+    with pytest.raises(ValueError, match=r"data is a section \(Data\): its value must be a mapping of its fields"):
         _parse(folder / "a.yaml")
     with pytest.raises(ValueError, match=r"unknown keys \['fim'\]"):  # no dataclass of this recipe has section fim
         _parse(folder / "b.yaml")
