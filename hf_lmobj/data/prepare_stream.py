@@ -96,7 +96,9 @@ def _open_source(spec: dict[str, Any], tokenizer, objective: str, held_out: int,
                 f"source {spec['name']!r}: fim_rate > 0 cuts the documents' text, which a token store does not "
                 "hold; stream the text (dataset_name with streaming: true) or set fim_rate: 0"
             )
-        return TokenStore.open(spec["location"])
+        store = TokenStore.open(spec["location"])
+        store.check_tokenizer(tokenizer, f"source {spec['name']!r}")  # another tokenizer's ids are refused by name
+        return store
     train = _stream_split(spec, "train")
     if train is None:
         raise ValueError(f"source {spec['name']!r} has no 'train' split")

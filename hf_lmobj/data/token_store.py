@@ -7,11 +7,17 @@ A store is a folder of three files:
 * ``offsets.npy``: ``int64``, shape ``(D + 1,)``, ``offsets[0] == 0``; document ``i`` is
   ``tokens[offsets[i]:offsets[i + 1]]``, never empty;
 * ``meta.json``: ``format`` (:data:`TOKEN_STORE_FORMAT`) and ``version``, ``dtype``, ``vocab_size``,
-  ``num_documents``, ``num_tokens``, ``tokenizer``, ``add_bos``, ``add_eos``, ``text_column`` and
-  ``content_hash`` (BLAKE2b of the token bytes, then of the offsets, computed while writing).
+  ``num_documents``, ``num_tokens``, ``tokenizer``, ``add_bos``, ``add_eos``, ``text_column``,
+  ``content_hash`` (BLAKE2b of the token bytes, then of the offsets, computed while writing) and
+  ``tokenizer_fingerprint`` (:func:`~hf_lmobj.data.tokenizer_fingerprint.tokenizer_fingerprint` of the
+  tokenizer that wrote it; ``null`` when the writer was given ids only, absent in older stores).
 
 A store is written into a temporary sibling folder renamed into place at the end, so a folder
-at ``path`` is always complete; :meth:`TokenStore.open` checks the sizes against ``meta.json``.
+at ``path`` is always complete. :meth:`TokenStore.open` trusts nothing: ``meta.json``'s keys and
+their types, the size of ``tokens.bin``, and ``offsets.npy`` (``int64``, ``D + 1`` entries from 0 to
+``num_tokens``, strictly increasing: no document empty, none overlapping or past the end) are
+checked, in O(1) memory (the offsets in chunks; ``tokens.bin`` is never read at open), and
+:meth:`TokenStore.check_tokenizer` refuses a run's tokenizer that is not the store's.
 Reading is O(1) per document (two offsets, one slice of the memory map) and opening is cheap,
 so a :class:`TokenStore` travels to DataLoader workers by pickle and reopens its maps there.
 Extra files (a ``tokenizer/`` folder beside the three) are allowed. Written by
@@ -36,16 +42,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import operator
+import numbers
 import os
+import re
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    pass
+from hf_lmobj.files import read_json
+from hf_lmobj.validation import check_length
 
 __all__ = ["TOKEN_STORE_FORMAT", "TokenStore", "token_dtype"]
 
@@ -56,6 +63,43 @@ _SCAN_TOKENS = 1 << 24  # tokens read per step when a whole token file is scanne
 _OFFSET_DTYPE = np.dtype("<i8")
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
 _MEGATRON_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 8: "<u2"}  # 6, 7: float64, float32
+_MEGATRON_HEADER_BYTES = 34  # magic (9), version (8), dtype code (1), sequence and document counts (8 + 8)
+_CHECK_OFFSETS = 1 << 20  # offsets checked per step at open (8 MiB): the check's memory bound
+_VOCAB_LIMIT = 2**32
+_REWRITE = "rewrite it with write_token_store(..., overwrite=True) or recipes/tokenize_corpus.py --overwrite true"
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+
+
+def _check_vocab_size(value: Any, field: str = "vocab_size") -> int:
+    """An int in ``[1, 2**32]`` (numpy ints accepted; bools, floats and strings refused).
+
+    Example:
+        >>> _check_vocab_size(512)
+        512
+        >>> _check_vocab_size("512")
+        Traceback (most recent call last):
+        ...
+        TypeError: vocab_size must be an int >= 1 (the number of token ids), got '512'
+    """
+    vocab_size = check_length(value, field, 1, "the number of token ids")
+    if vocab_size > _VOCAB_LIMIT:
+        raise ValueError(f"{field} must be at most 2**32 (ids are stored as uint32), got {vocab_size}")
+    return vocab_size
+
+
+def _integer(value: Any, field: str) -> int:
+    """An int index or bound (numpy ints too); bools and floats are a ``TypeError`` naming ``field``."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{field} must be an int, got {value!r}")
+    return int(value)
+
+
+def _as_path(value: Any, field: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{field} must be a path (str or os.PathLike), got {type(value).__name__}")
+    return Path(value)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -65,9 +109,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
         >>> token_dtype(65_536).name, token_dtype(65_537).name
         ('uint16', 'uint32')
     """
-    vocab_size = operator.index(vocab_size)
-    if not 1 <= vocab_size <= 2**32:
-        raise ValueError(f"vocab_size must be in [1, 2**32], got {vocab_size}")
+    vocab_size = _check_vocab_size(vocab_size)
     return np.dtype("<u2" if vocab_size <= 2**16 else "<u4")
 
 
@@ -131,56 +173,40 @@ class TokenStore:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> TokenStore:
-        """Open the store folder ``path`` written by :func:`write_token_store` (memory maps, no read).
+        """Open the store folder ``path`` written by :func:`write_token_store` (memory maps, no read of the tokens).
+
+        Every file is checked before it is trusted: ``meta.json`` (format, version, keys and their
+        types), the size of ``tokens.bin`` and ``offsets.npy`` (dtype, shape, ``0`` first,
+        ``num_tokens`` last, strictly increasing), in O(1) memory.
 
         Raises:
-            ValueError: no folder, no ``meta.json`` (an incomplete store), another format, or file
-                sizes that disagree with ``meta.json``; the message names the file and the fix.
+            TypeError: ``path`` is not a path.
+            ValueError: no folder, no ``meta.json`` (an incomplete store), a ``meta.json`` cut short,
+                of another format or version, missing a key or holding a wrong type, a missing or
+                mis-sized ``tokens.bin``, or an ``offsets.npy`` that disagrees with them; the message
+                names the file and the fix.
         """
-        folder = Path(path)
-        rewrite = (
-            "rewrite it with write_token_store(..., overwrite=True) or recipes/tokenize_corpus.py --overwrite true"
-        )
+        folder = _as_path(path, "path")
         if not folder.is_dir():
             raise ValueError(f"{folder}: no token store here (not a folder); write one with write_token_store()")
         meta_path = folder / META_FILE
         if not meta_path.is_file():
             raise ValueError(
-                f"{meta_path} is missing: {folder} is not a complete token store (meta.json is written last); {rewrite}"
+                f"{meta_path} is missing: {folder} is not a complete token store (meta.json is written last); "
+                f"{_REWRITE}"
             )
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != TOKEN_STORE_FORMAT or meta.get("version") != TOKEN_STORE_VERSION:
-            raise ValueError(
-                f"{meta_path}: format {meta.get('format')!r} version {meta.get('version')!r}, expected "
-                f"{TOKEN_STORE_FORMAT!r} version {TOKEN_STORE_VERSION}; {rewrite}"
-            )
-        dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-        if dtype != token_dtype(meta["vocab_size"]):
-            raise ValueError(f"{meta_path}: dtype {dtype.name} does not fit vocab_size {meta['vocab_size']}; {rewrite}")
-        tokens_path, offsets_path = folder / TOKENS_FILE, folder / OFFSETS_FILE
-        expected = int(meta["num_tokens"]) * dtype.itemsize
+        meta = _read_meta(meta_path)
+        dtype = token_dtype(meta["vocab_size"])
+        tokens_path = folder / TOKENS_FILE
+        expected = meta["num_tokens"] * dtype.itemsize
         actual = tokens_path.stat().st_size if tokens_path.is_file() else None
         if actual != expected:
             raise ValueError(
                 f"{tokens_path}: {'missing' if actual is None else f'{actual} bytes'}, but meta.json says "
-                f"{meta['num_tokens']} {dtype.name} tokens ({expected} bytes); {rewrite}"
+                f"{meta['num_tokens']} {dtype.name} tokens ({expected} bytes); {_REWRITE}"
             )
-        try:
-            offsets = np.load(offsets_path, mmap_mode="r")
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{offsets_path}: unreadable ({error}); {rewrite}") from error
-        num_documents = int(meta["num_documents"])
-        if (
-            offsets.dtype != _OFFSET_DTYPE
-            or offsets.shape != (num_documents + 1,)
-            or int(offsets[0]) != 0
-            or int(offsets[-1]) != int(meta["num_tokens"])
-        ):
-            raise ValueError(
-                f"{offsets_path}: {offsets.dtype} {offsets.shape} from {offsets[:1].tolist()} to "
-                f"{offsets[-1:].tolist()}, but meta.json says int64 ({num_documents + 1},) from 0 to "
-                f"{meta['num_tokens']}; {rewrite}"
-            )
+        offsets_path = folder / OFFSETS_FILE
+        _check_offsets(_load_offsets(offsets_path), offsets_path, meta["num_documents"], meta["num_tokens"])
         return cls._from_arrays(tokens_path, dtype, offsets_path, meta, folder)
 
     @classmethod
@@ -195,27 +221,35 @@ class TokenStore:
         are never copied.
 
         Raises:
-            ValueError: no such file, a size that is not whole ``dtype`` tokens, an empty file, an
-                ``eos_token_id`` or a token id outside ``[0, vocab_size)``.
+            TypeError: ``vocab_size`` or ``eos_token_id`` not an int, ``path`` not a path.
+            ValueError: no such file, a size that is not whole ``dtype`` tokens, an empty file, a
+                dtype that is not an integer one, an ``eos_token_id`` or a token id outside
+                ``[0, vocab_size)``.
         """
-        path = Path(path)
-        dtype = np.dtype(dtype).newbyteorder("<")
-        if dtype.kind not in "iu":
-            raise ValueError(f"dtype must be an integer dtype, got {dtype}")
+        path = _as_path(path, "path")
+        vocab_size = _check_vocab_size(vocab_size)
+        eos_token_id = _integer(eos_token_id, "eos_token_id")
         if not 0 <= eos_token_id < vocab_size:
             raise ValueError(f"eos_token_id {eos_token_id} is outside [0, vocab_size={vocab_size})")
+        dtype = _integer_dtype(dtype)
         if not path.is_file():
             raise ValueError(f"{path}: no such file (nanoGPT's train.bin / val.bin)")
         size = path.stat().st_size
         if size == 0 or size % dtype.itemsize:
-            raise ValueError(f"{path}: {size} bytes is not a positive whole number of {dtype.name} tokens; pass dtype=")
+            raise ValueError(
+                f"{path}: {size} bytes is not a positive whole number of {dtype.name} tokens "
+                f"({dtype.itemsize} bytes each); pass the dtype it was written with (dtype=)"
+            )
         tokens = np.memmap(path, dtype=dtype, mode="r")
         ends = []
         for start in range(0, tokens.size, _SCAN_TOKENS):
             block = tokens[start : start + _SCAN_TOKENS]
             if int(block.min()) < 0 or int(block.max()) >= vocab_size:
                 bad = start + int(np.flatnonzero((block < 0) | (block >= vocab_size))[0])
-                raise ValueError(f"{path}: token {bad} is id {tokens[bad]}, outside [0, vocab_size={vocab_size})")
+                raise ValueError(
+                    f"{path}: token {bad} is id {tokens[bad]}, outside [0, vocab_size={vocab_size}); "
+                    "pass the vocab_size and dtype it was written with"
+                )
             ends.append(np.flatnonzero(block == eos_token_id) + (start + 1))
         ends = np.concatenate(ends)
         if ends.size == 0 or ends[-1] != tokens.size:
@@ -231,51 +265,63 @@ class TokenStore:
 
         The ``.idx`` holds the header ``MMIDIDX\\x00\\x00``, version 1 (little-endian uint64), a dtype
         code (uint8), the sequence count and the document count (uint64 each), then the int32
-        sequence lengths, the int64 byte pointers into ``.bin`` and the int64 document indices.
-        Sequences must lie back to back in ``.bin``. Ids are not checked against ``vocab_size``
+        sequence lengths, the int64 byte pointers into ``.bin`` and the int64 document indices
+        (optionally followed by one int8 mode per sequence, Megatron-Core's multimodal datasets).
+        Sequences must be non-empty and lie back to back in ``.bin``. Every count, length and
+        pointer is checked against the file sizes; ids are not checked against ``vocab_size``
         (that would read every token).
 
         Raises:
-            ValueError: a missing file, another header or version, a float dtype, or sizes and
-                pointers that disagree with the ``.bin`` file.
+            ValueError: a missing file, a header cut short, another header or version, an unknown
+                or float dtype code, an index whose size disagrees with its counts, a length that is
+                not positive, pointers that do not follow the lengths, a ``.bin`` of another size,
+                or document indices that do not run from 0 up to the sequence count.
         """
-        prefix = Path(prefix)
+        prefix = _as_path(prefix, "prefix")
+        vocab_size = _check_vocab_size(vocab_size)
         if prefix.suffix in (".bin", ".idx"):
             prefix = prefix.with_suffix("")
         idx_path, bin_path = prefix.with_name(prefix.name + ".idx"), prefix.with_name(prefix.name + ".bin")
         for file in (idx_path, bin_path):
             if not file.is_file():
                 raise ValueError(f"{file}: no such file (a Megatron dataset is prefix.bin + prefix.idx)")
+        dtype, num_sequences, num_indices = _megatron_header(idx_path)
         raw = np.memmap(idx_path, dtype=np.uint8, mode="r")
-        if raw.size < 34 or raw[:9].tobytes() != _MEGATRON_HEADER:
-            raise ValueError(f"{idx_path}: not a Megatron index (no {_MEGATRON_HEADER!r} header)")
-        (version,) = struct.unpack_from("<Q", raw, 9)
-        code = int(raw[17])
-        num_sequences, num_megatron_documents = struct.unpack_from("<QQ", raw, 18)
-        if version != 1:
-            raise ValueError(f"{idx_path}: index version {version}, only version 1 is read")
-        if code not in _MEGATRON_DTYPES:
+        lengths = np.frombuffer(raw, dtype="<i4", count=num_sequences, offset=_MEGATRON_HEADER_BYTES)
+        if int(lengths.min()) <= 0:
+            bad = int(np.flatnonzero(lengths <= 0)[0])
             raise ValueError(
-                f"{idx_path}: dtype code {code} is not an integer token dtype ({sorted(_MEGATRON_DTYPES)})"
+                f"{idx_path}: sequence {bad} has length {int(lengths[bad])}; lengths must be > 0 (a negative one is "
+                "corrupt, an empty one a document without tokens, which a token store refuses); rebuild the index"
             )
-        if raw.size < 34 + 12 * num_sequences + 8 * num_megatron_documents:
-            raise ValueError(f"{idx_path}: {raw.size} bytes, too short for {num_sequences} sequences")
-        if num_sequences == 0:
-            raise ValueError(f"{idx_path}: holds no sequence")
-        dtype = np.dtype(_MEGATRON_DTYPES[code])
-        lengths = np.frombuffer(raw, dtype="<i4", count=num_sequences, offset=34)
-        pointers = np.frombuffer(raw, dtype="<i8", count=num_sequences, offset=34 + 4 * num_sequences)
         offsets = np.zeros(num_sequences + 1, dtype=_OFFSET_DTYPE)
         np.cumsum(lengths, dtype=np.int64, out=offsets[1:])
-        if not np.array_equal(pointers, offsets[:-1] * dtype.itemsize):
-            raise ValueError(f"{idx_path}: sequences are not stored back to back in {bin_path.name}")
+        pointers = np.frombuffer(
+            raw, dtype="<i8", count=num_sequences, offset=_MEGATRON_HEADER_BYTES + 4 * num_sequences
+        )
+        mismatch = np.flatnonzero(pointers != offsets[:-1] * dtype.itemsize)
+        if mismatch.size:
+            bad = int(mismatch[0])
+            raise ValueError(
+                f"{idx_path}: sequence {bad} starts at byte {int(pointers[bad])} of {bin_path.name}, but the lengths "
+                f"before it put it at byte {int(offsets[bad]) * dtype.itemsize}; sequences must be stored back to "
+                "back, in order"
+            )
         if bin_path.stat().st_size != offsets[-1] * dtype.itemsize:
             raise ValueError(
                 f"{bin_path}: {bin_path.stat().st_size} bytes, but {idx_path.name} indexes "
                 f"{offsets[-1]} {dtype.name} tokens ({offsets[-1] * dtype.itemsize} bytes)"
             )
+        documents = np.frombuffer(
+            raw, dtype="<i8", count=num_indices, offset=_MEGATRON_HEADER_BYTES + 12 * num_sequences
+        )
+        if documents[0] != 0 or documents[-1] > num_sequences or bool(np.any(documents[1:] < documents[:-1])):
+            raise ValueError(
+                f"{idx_path}: document indices must run from 0 up to at most the {num_sequences} sequences, never "
+                f"decreasing; got {documents[:3].tolist()} ... {documents[-3:].tolist()}"
+            )
         meta = _meta(dtype, vocab_size, offsets, tokenizer="", add_bos=False, add_eos=False, text_column=None)
-        meta |= {"source": "megatron", "megatron_documents": int(num_megatron_documents) - 1}
+        meta |= {"source": "megatron", "megatron_documents": num_indices - 1}
         return cls._from_arrays(bin_path, dtype, offsets, meta, prefix)
 
     @functools.cached_property
@@ -290,28 +336,120 @@ class TokenStore:
         """An int64 copy of document ``index``'s ids (reads only its slice of the memory map).
 
         Raises:
+            TypeError: ``index`` is not an int (a bool or a float is refused, not read as 1 or cut).
             ValueError: ``index`` outside ``[0, num_documents)``.
         """
-        i = operator.index(index)
-        if not 0 <= i < self.num_documents:
-            raise ValueError(f"document index {index} is out of range [0, {self.num_documents}) of {self.path}")
-        return self._tokens[int(self.offsets[i]) : int(self.offsets[i + 1])].astype(np.int64)
+        i = self._document_index(index, "document")
+        return self._tokens[self.offsets.item(i) : self.offsets.item(i + 1)].astype(np.int64)
 
     def document_slice(self, index: int, start: int, stop: int) -> np.ndarray:
-        """An int64 copy of tokens ``[start, stop)`` of document ``index`` (a chunk of a long document)."""
-        first = int(self.offsets[index])
+        """An int64 copy of tokens ``[start, stop)`` of document ``index`` (a chunk of a long document).
+
+        ``0 <= start <= stop <= len(document)``: a range past the document's end is refused, never
+        read from the next document or cut short.
+
+        Example:
+            >>> import tempfile
+            >>> from hf_lmobj.data.token_store_writer import write_token_store
+            >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6, 7], [8]], vocab_size=512)
+            >>> store.document_slice(0, 1, 3).tolist()
+            [6, 7]
+            >>> store.document_slice(0, 1, 4)  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: document_slice(0, 1, 4): [start, stop) must lie within [0, 3] (document 0 has 3 tokens) ...
+
+        Raises:
+            TypeError: ``index``, ``start`` or ``stop`` is not an int.
+            ValueError: ``index`` outside ``[0, num_documents)`` or the range outside the document.
+        """
+        # the hot path of planned rows: plain ints skip the checks' calls, offsets are read with .item()
+        i = (
+            index
+            if type(index) is int and 0 <= index < self.num_documents
+            else self._document_index(index, "document_slice")
+        )
+        if type(start) is not int:
+            start = _integer(start, "document_slice start")
+        if type(stop) is not int:
+            stop = _integer(stop, "document_slice stop")
+        first, end = self.offsets.item(i), self.offsets.item(i + 1)
+        if not 0 <= start <= stop <= end - first:
+            raise ValueError(
+                f"document_slice({i}, {start}, {stop}): [start, stop) must lie within [0, {end - first}] "
+                f"(document {i} has {end - first} tokens) of {self.path}"
+            )
         return self._tokens[first + start : first + stop].astype(np.int64)
+
+    def _document_index(self, index: Any, caller: str) -> int:
+        i = _integer(index, f"{caller} index")
+        if not 0 <= i < self.num_documents:
+            raise ValueError(
+                f"{caller}: document index {i} is out of range [0, {self.num_documents}) of {self.path} "
+                f"(the store holds {self.num_documents} documents)"
+            )
+        return i
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
         """An int64 copy of the flat token range ``[start, stop)`` (documents back to back).
 
         Raises:
+            TypeError: ``start`` or ``stop`` is not an int.
             ValueError: unless ``0 <= start <= stop <= num_tokens``.
         """
-        start, stop = operator.index(start), operator.index(stop)
+        start, stop = _integer(start, "tokens start"), _integer(stop, "tokens stop")
         if not 0 <= start <= stop <= self.num_tokens:
             raise ValueError(f"token range [{start}, {stop}) is not within [0, {self.num_tokens}] of {self.path}")
         return self._tokens[start:stop].astype(np.int64)
+
+    def check_tokenizer(self, tokenizer: Any, where: str = "") -> None:
+        """Refuse a ``tokenizer`` that is not the one the store was written with.
+
+        The vocabulary size must equal ``meta.json``'s ``vocab_size`` (``len(tokenizer)``); when the
+        store records a ``tokenizer_fingerprint`` (stores written from a tokenizer), the tokenizer's
+        :func:`~hf_lmobj.data.tokenizer_fingerprint.tokenizer_fingerprint` must equal it too. An
+        older store, or one written from ids alone (and nanoGPT / Megatron files), is checked by
+        vocabulary size only. ``where`` (e.g. ``"source 'web'"``) starts the message.
+
+        Example:
+            >>> import tempfile
+            >>> from hf_lmobj.corpus import build_tokenizer
+            >>> from hf_lmobj.data.token_store_writer import write_token_store
+            >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6]], vocab_size=105)
+            >>> store.check_tokenizer(build_tokenizer(512, max_documents=20), "source 's'")  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: source 's': the token store ... holds ids of a 105-id vocabulary (meta.json vocab_size), ...
+
+        Raises:
+            TypeError: ``tokenizer`` is not a tokenizer.
+            ValueError: another vocabulary size or another fingerprint.
+        """
+        from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+
+        prefix = f"{where}: " if where else ""
+        if not hasattr(tokenizer, "__len__") or isinstance(tokenizer, (str, bytes, os.PathLike)):
+            raise TypeError(f"{prefix}tokenizer must be a transformers tokenizer, got {type(tokenizer).__name__}")
+        fix = (
+            "tokenize the corpus again with this tokenizer (recipes/tokenize_corpus.py --tokenizer_name ...) or "
+            "train with the store's own tokenizer (--tokenizer_name <store>/tokenizer)"
+        )
+        size = len(tokenizer)
+        if size != self.vocab_size:
+            raise ValueError(
+                f"{prefix}the token store {self.path} holds ids of a {self.vocab_size}-id vocabulary (meta.json "
+                f"vocab_size), but the run's tokenizer has {size} ids; {fix}"
+            )
+        recorded = self.meta.get("tokenizer_fingerprint")
+        if recorded is not None:
+            actual = tokenizer_fingerprint(tokenizer)
+            if actual != recorded:
+                raise ValueError(
+                    f"{prefix}the token store {self.path} was written with another tokenizer: meta.json "
+                    f"tokenizer_fingerprint {recorded} ({self.meta.get('tokenizer') or 'unnamed'}), the run's "
+                    f"tokenizer {actual} ({getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}); "
+                    f"same vocabulary size, other ids for the same text; {fix}"
+                )
 
     def fingerprint(self) -> str:
         """A stable id of the content: format, dtype, vocab_size, document and token counts, content_hash.
@@ -332,6 +470,134 @@ class TokenStore:
             f"TokenStore({str(self.path)!r}, num_documents={self.num_documents}, num_tokens={self.num_tokens}, "
             f"dtype={self.dtype.name}, vocab_size={self.vocab_size})"
         )
+
+
+def _integer_dtype(value: Any) -> np.dtype:
+    """A little-endian integer dtype from a name or a dtype; anything else is a ``ValueError`` naming it."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        raise ValueError(f"dtype {value!r} is not a numpy dtype; pass e.g. 'uint16' or 'uint32'") from None
+    if dtype.kind not in "iu":
+        raise ValueError(f"dtype must be an integer dtype (token ids), got {dtype}")
+    if dtype.byteorder == ">":
+        raise ValueError(f"dtype {dtype.str} is big-endian; token files are little-endian (pass e.g. 'uint16')")
+    return dtype.newbyteorder("<")
+
+
+def _megatron_header(idx_path: Path) -> tuple[np.dtype, int, int]:
+    """The dtype, sequence count and document-index count of a Megatron ``.idx``, checked against its size."""
+    with open(idx_path, "rb") as file:
+        header = file.read(_MEGATRON_HEADER_BYTES)
+    if not header or header[: len(_MEGATRON_HEADER)] != _MEGATRON_HEADER[: len(header)]:
+        raise ValueError(f"{idx_path}: not a Megatron index (no {_MEGATRON_HEADER!r} header)")
+    if len(header) < _MEGATRON_HEADER_BYTES:
+        raise ValueError(
+            f"{idx_path}: cut short ({len(header)} bytes; the header alone is {_MEGATRON_HEADER_BYTES}); "
+            "rebuild the index"
+        )
+    (version,) = struct.unpack_from("<Q", header, 9)
+    code = header[17]
+    num_sequences, num_indices = struct.unpack_from("<QQ", header, 18)
+    if version != 1:
+        raise ValueError(f"{idx_path}: index version {version}, only version 1 is read")
+    if code not in _MEGATRON_DTYPES:
+        raise ValueError(
+            f"{idx_path}: dtype code {code} is not an integer token dtype (known codes {sorted(_MEGATRON_DTYPES)})"
+        )
+    if num_sequences == 0:
+        raise ValueError(f"{idx_path}: holds no sequence")
+    if num_indices == 0:
+        raise ValueError(f"{idx_path}: holds no document index (Megatron's list starts with 0); rebuild the index")
+    size = idx_path.stat().st_size
+    expected = _MEGATRON_HEADER_BYTES + 12 * num_sequences + 8 * num_indices
+    if size not in (expected, expected + num_sequences):
+        raise ValueError(
+            f"{idx_path}: {size} bytes, but its header counts {num_sequences} sequences and {num_indices} document "
+            f"indices ({expected} bytes, or {expected + num_sequences} with sequence modes); cut short or corrupt"
+        )
+    return np.dtype(_MEGATRON_DTYPES[code]), num_sequences, num_indices
+
+
+def _read_meta(meta_path: Path) -> dict[str, Any]:
+    """``meta.json`` read and checked: format and version first, then every key the reader uses, by type."""
+    meta = read_json(meta_path, "the token store's metadata", fix=_REWRITE)
+    kind, version = meta.get("format"), meta.get("version")
+    if kind != TOKEN_STORE_FORMAT or type(version) is not int or version != TOKEN_STORE_VERSION:
+        raise ValueError(
+            f"{meta_path}: format {kind!r} version {version!r}, expected {TOKEN_STORE_FORMAT!r} version "
+            f"{TOKEN_STORE_VERSION}; {_REWRITE}"
+        )
+    missing = [key for key in ("dtype", "vocab_size", "num_documents", "num_tokens") if key not in meta]
+    if missing:
+        raise ValueError(f"{meta_path} has no {', '.join(map(repr, missing))}; {_REWRITE}")
+    for key, low, high in (("vocab_size", 1, _VOCAB_LIMIT), ("num_documents", 1, None), ("num_tokens", 1, None)):
+        value = meta[key]
+        if type(value) is not int or value < low or (high is not None and value > high):
+            bounds = f"in [{low}, 2**32]" if high else f">= {low}"
+            raise ValueError(f"{meta_path}: {key} must be an int {bounds}, got {value!r}; {_REWRITE}")
+    if meta["num_tokens"] < meta["num_documents"]:
+        raise ValueError(
+            f"{meta_path}: {meta['num_tokens']} tokens cannot fill {meta['num_documents']} documents (none is "
+            f"empty); {_REWRITE}"
+        )
+    expected = token_dtype(meta["vocab_size"]).name
+    if meta["dtype"] != expected:
+        raise ValueError(
+            f"{meta_path}: dtype {meta['dtype']!r} does not fit vocab_size {meta['vocab_size']} (expected "
+            f"{expected!r}); {_REWRITE}"
+        )
+    content_hash, fingerprint = meta.get("content_hash"), meta.get("tokenizer_fingerprint")
+    if content_hash is not None and (not isinstance(content_hash, str) or not content_hash):
+        raise ValueError(f"{meta_path}: content_hash must be a hex string or null, got {content_hash!r}; {_REWRITE}")
+    if fingerprint is not None and (not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint)):
+        raise ValueError(
+            f"{meta_path}: tokenizer_fingerprint must be 16 hex digits or null, got {fingerprint!r}; {_REWRITE}"
+        )
+    return meta
+
+
+def _load_offsets(offsets_path: Path) -> np.ndarray:
+    if not offsets_path.is_file():
+        raise ValueError(f"{offsets_path} is missing; {_REWRITE}")
+    try:
+        return np.load(offsets_path, mmap_mode="r")  # allow_pickle=False: an object array is refused
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"{offsets_path}: unreadable, cut short or not a .npy array ({error}); {_REWRITE}") from None
+
+
+def _check_offsets(offsets: np.ndarray, offsets_path: Path, num_documents: int, num_tokens: int) -> None:
+    """``int64``, ``(D + 1,)``, from 0 to ``num_tokens``, strictly increasing; read in chunks (O(1) memory)."""
+    if offsets.dtype != _OFFSET_DTYPE or offsets.shape != (num_documents + 1,):
+        raise ValueError(
+            f"{offsets_path}: {offsets.dtype} of shape {offsets.shape}, but meta.json says int64 of shape "
+            f"({num_documents + 1},) (num_documents + 1); {_REWRITE}"
+        )
+    first, last = int(offsets[0]), int(offsets[-1])
+    if first != 0 or last != num_tokens:
+        raise ValueError(
+            f"{offsets_path}: runs from {first} to {last}, but meta.json says from 0 to num_tokens={num_tokens}; "
+            f"{_REWRITE}"
+        )
+    for start in range(0, num_documents, _CHECK_OFFSETS):
+        block = np.asarray(offsets[start : start + _CHECK_OFFSETS + 1])
+        outside = np.flatnonzero((block < 0) | (block > num_tokens))
+        if outside.size:
+            index = start + int(outside[0])
+            raise ValueError(
+                f"{offsets_path}: offsets[{index}]={int(offsets[index])} is outside [0, num_tokens={num_tokens}]: "
+                f"a document would be read outside tokens.bin; {_REWRITE}"
+            )
+        bad = np.flatnonzero(block[1:] <= block[:-1])
+        if bad.size:
+            index = start + int(bad[0])
+            begin, end = int(offsets[index]), int(offsets[index + 1])
+            problem = "is empty" if begin == end else "ends before it starts (offsets decrease)"
+            raise ValueError(
+                f"{offsets_path}: document {index} {problem}: offsets[{index}]={begin}, offsets[{index + 1}]={end}; "
+                f"offsets must increase strictly from 0 to num_tokens={num_tokens}, or documents would be read "
+                f"twice, overlap or be cut short; {_REWRITE}"
+            )
 
 
 def _meta(

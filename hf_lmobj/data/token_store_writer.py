@@ -3,8 +3,14 @@
 :func:`write_token_store` streams token ids to disk in chunks (memory: one chunk plus 8 bytes per
 document); :func:`tokenize_to_token_store` tokenizes a ``datasets.Dataset`` in ``num_proc`` processes
 (contiguous shards, joined in order: the bytes do not depend on ``num_proc``) or a streamed
-``IterableDataset`` in one. Everything goes into a temporary sibling folder renamed into place at
-the end, so a folder at ``path`` is always a complete store (format: :mod:`hf_lmobj.data.token_store`).
+``IterableDataset`` in one. Everything goes into a temporary sibling folder; its files are written,
+flushed to disk and the folder opened (every check of :meth:`TokenStore.open`) before it is renamed
+into place, so a folder at ``path`` is always a complete store (format: :mod:`hf_lmobj.data.token_store`),
+and a failed write leaves neither a half store nor the temporary folder. Every id is checked: ints
+only (bools and floats are refused, not cast), in ``[0, vocab_size)``; documents are never empty
+(an empty one is refused by its index, not skipped). Given the tokenizer, the writer records its
+``tokenizer_fingerprint`` in ``meta.json`` so that a run can refuse another tokenizer
+(:meth:`TokenStore.check_tokenizer`).
 
 Example:
     >>> import tempfile
@@ -41,14 +47,21 @@ from hf_lmobj.data.token_store import (
     OFFSETS_FILE,
     TOKENS_FILE,
     TokenStore,
+    _as_path,
+    _check_vocab_size,
     _content_hash,
     _meta,
     token_dtype,
 )
+from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.files import write_atomic
+from hf_lmobj.validation import check_flag, check_length, check_name, id_sequence
 
 __all__ = ["write_token_store", "tokenize_to_token_store"]
 
 _CHUNK_TOKENS = 1 << 20  # tokens buffered before a write: the writer's memory bound (8 MiB as int64)
+#: What a store folder may hold for ``overwrite=True`` to replace it (anything else is someone's data).
+_STORE_ENTRIES = {TOKENS_FILE, OFFSETS_FILE, META_FILE, "tokenizer"}
 
 
 class _TokenWriter:
@@ -69,21 +82,24 @@ class _TokenWriter:
 
     def add(self, document: Sequence[int] | np.ndarray) -> None:
         index = self.first_document + len(self._lengths)
-        ids = np.asarray(document)
-        if ids.ndim != 1:
-            raise ValueError(f"document {index}: expected a flat sequence of token ids, got shape {ids.shape}")
+        where = f"document {index}"
+        if isinstance(document, np.ndarray) and document.dtype == np.uint64 and document.size:
+            if int(document.max()) >= self.vocab_size:  # would wrap to a negative id in int64
+                raise ValueError(
+                    f"{where}: token id {int(document.max())} is outside [0, vocab_size={self.vocab_size})"
+                )
+        if isinstance(document, (int, np.integer)):
+            raise TypeError(
+                f"{where} is the int {document!r}, not a sequence of ids: documents must be an iterable of "
+                "token-id sequences ([[5, 6], [7]]), not one flat list"
+            )
+        ids = id_sequence(document, "token ids", where)  # ints only: bools, floats, strings, None refused
         if ids.size == 0:
             raise ValueError(
-                f"document {index} is empty: a token store refuses empty documents (they carry no token); "
+                f"{where} is empty: a token store refuses empty documents (they carry no token); "
                 "drop empty texts first or add BOS / EOS"
             )
-        if ids.dtype.kind not in "iu":
-            raise ValueError(f"document {index}: token ids must be integers, got dtype {ids.dtype}")
-        if ids.dtype == np.uint64 and int(ids.max()) >= self.vocab_size:  # would wrap in int64
-            raise ValueError(
-                f"document {index}: token id {int(ids.max())} is outside [0, vocab_size={self.vocab_size})"
-            )
-        self._pending.append(ids.astype(np.int64, copy=False))
+        self._pending.append(ids)
         self._lengths.append(ids.size)
         self._pending_tokens += ids.size
         if self._pending_tokens >= _CHUNK_TOKENS:
@@ -118,17 +134,25 @@ class _TokenWriter:
         self._lengths.frombytes(store.lengths.astype("=i8").tobytes())
 
     def finish(self, **meta: Any) -> dict[str, Any]:
-        """Flush, write ``offsets.npy`` then ``meta.json`` (last), and return the meta."""
+        """Flush, write ``offsets.npy`` then ``meta.json`` (last), each complete on disk, and return the meta."""
         self._flush()
+        self._file.flush()
+        os.fsync(self._file.fileno())
         self._file.close()
         if not self._lengths:
-            raise ValueError("no documents to write: a token store holds at least one document")
+            raise ValueError(
+                "no documents to write: a token store holds at least one document; pass a non-empty list of "
+                "documents (or a dataset with at least one row)"
+            )
         offsets = np.zeros(len(self._lengths) + 1, dtype=_OFFSET_DTYPE)  # (D + 1,)
         np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=offsets[1:])
-        np.save(self.folder / OFFSETS_FILE, offsets)
+        with open(self.folder / OFFSETS_FILE, "wb") as file:
+            np.save(file, offsets)
+            file.flush()
+            os.fsync(file.fileno())
         written = _meta(self.dtype, self.vocab_size, offsets, **meta)
         written["content_hash"] = _content_hash(self._digest.digest(), offsets)
-        (self.folder / META_FILE).write_text(json.dumps(written, indent=2) + "\n")
+        write_atomic(self.folder / META_FILE, json.dumps(written, indent=2) + "\n")
         return written
 
     def close(self) -> None:
@@ -149,24 +173,25 @@ def _write_files(
 
 @contextlib.contextmanager
 def _atomic_folder(path: Path, overwrite: bool) -> Iterator[Path]:
-    """A temporary sibling of ``path``, renamed to ``path`` when the block ends well, removed when it raises."""
-    if path.exists() and not overwrite:
-        raise ValueError(f"{path} already exists; pass overwrite=True to replace it")
+    """A temporary sibling of ``path``, renamed to ``path`` when the block ends well, removed when it raises.
+
+    With ``overwrite``, what is at ``path`` is replaced only once the new store is complete (and is
+    put back if the rename fails); it must be a token store or an empty folder, never other data.
+    """
+    _check_replaceable(path, overwrite)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ValueError(f"{path}: its parent {path.parent} is a file, not a folder; choose another path")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     tmp.mkdir()
     try:
         yield tmp
+        TokenStore.open(tmp)  # every check of a reader, before the store appears at path
         if path.exists() or path.is_symlink():
             if not overwrite:  # appeared while writing: never replace what this call was not allowed to
                 raise ValueError(f"{path} appeared while writing; pass overwrite=True to replace it")
-            old = path.with_name(f".{path.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            path.rename(old)
-            tmp.rename(path)
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old)
-            else:
-                old.unlink()
+            _check_replaceable(path, overwrite)
+            _replace(tmp, path)
         else:
             tmp.rename(path)
     except BaseException:
@@ -174,12 +199,64 @@ def _atomic_folder(path: Path, overwrite: bool) -> Iterator[Path]:
         raise
 
 
+def _check_replaceable(path: Path, overwrite: bool) -> None:
+    """Refuse an existing ``path`` unless ``overwrite``, and then unless it is a store folder (or empty)."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not overwrite:
+        raise ValueError(f"{path} already exists; pass overwrite=True to replace it")
+    if path.is_symlink() or not path.is_dir():
+        raise ValueError(
+            f"{path} is not a folder (a file or a link), not a token store; overwrite=True replaces a store only"
+        )
+    others = sorted(entry.name for entry in path.iterdir() if entry.name not in _STORE_ENTRIES)
+    if others:
+        raise ValueError(
+            f"{path} holds {others[:3]}{' ...' if len(others) > 3 else ''}, which a token store does not; "
+            "overwrite=True replaces a store (or an empty folder) only: remove that folder yourself or choose another"
+        )
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Swap ``tmp`` in for the folder at ``path``; the old folder comes back if the second rename fails."""
+    old = path.with_name(f".{path.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    path.rename(old)
+    try:
+        tmp.rename(path)
+    except BaseException:
+        old.rename(path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_documents(documents: Any) -> None:
+    if isinstance(documents, (str, bytes, dict)) or not hasattr(documents, "__iter__"):
+        raise TypeError(
+            f"documents must be an iterable of token-id sequences ([[5, 6], [7]]), got {type(documents).__name__}"
+        )
+
+
+def _tokenizer_meta(tokenizer: Any, vocab_size: int | None) -> dict[str, Any]:
+    """``tokenizer`` and ``tokenizer_fingerprint`` for ``meta.json``: from a name (no fingerprint) or a tokenizer."""
+    if isinstance(tokenizer, str):
+        return {"tokenizer": tokenizer, "tokenizer_fingerprint": None}
+    if not hasattr(tokenizer, "__len__") or not hasattr(tokenizer, "get_vocab"):
+        raise TypeError(f"tokenizer must be a name (str) or a transformers tokenizer, got {type(tokenizer).__name__}")
+    if vocab_size is not None and vocab_size != len(tokenizer):
+        raise ValueError(
+            f"vocab_size is {vocab_size} but len(tokenizer) is {len(tokenizer)}; the store's vocabulary is the "
+            "tokenizer's: pass vocab_size=len(tokenizer)"
+        )
+    name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+    return {"tokenizer": name, "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer)}
+
+
 def write_token_store(
     path: str | os.PathLike,
     documents: Iterable[Sequence[int] | np.ndarray],
     vocab_size: int,
     *,
-    tokenizer: str = "",
+    tokenizer: str | PreTrainedTokenizerBase = "",
     add_bos: bool = False,
     add_eos: bool = False,
     text_column: str | None = None,
@@ -188,19 +265,30 @@ def write_token_store(
     """Write ``documents`` (token id sequences, streamed in chunks) as a store at ``path`` and open it.
 
     Memory stays bounded (one chunk of tokens plus 8 bytes per document): the corpus is never held.
-    ``tokenizer``, ``add_bos``, ``add_eos`` and ``text_column`` are recorded in ``meta.json``. The
-    store appears at ``path`` only once complete: an error (or an exception raised by the
-    ``documents`` iterable) leaves no folder at ``path`` and no temporary folder beside it.
+    ``tokenizer`` (a name, or the tokenizer itself: then its ``tokenizer_fingerprint`` is recorded and
+    ``vocab_size`` must be ``len(tokenizer)``), ``add_bos``, ``add_eos`` and ``text_column`` are
+    recorded in ``meta.json``. The store appears at ``path`` only once complete: an error (or an
+    exception raised by the ``documents`` iterable) leaves no folder at ``path`` (or the old store,
+    with ``overwrite``) and no temporary folder beside it. ``overwrite=True`` replaces a token store
+    or an empty folder, never a folder holding other files.
 
     Raises:
-        ValueError: ``path`` exists and not ``overwrite``; an id ``< 0`` or ``>= vocab_size``, an
-            empty document (a store refuses them: they carry no token) or no document at all
-            (the message names the document index).
+        TypeError: a document holding something else than ints (a bool, a float, a string, None),
+            ``vocab_size`` or a flag of the wrong type, ``documents`` not an iterable.
+        ValueError: ``path`` exists and not ``overwrite`` (or is not a store), ``vocab_size`` outside
+            ``[1, 2**32]``, an id ``< 0`` or ``>= vocab_size``, an empty document (a store refuses
+            them: they carry no token) or no document at all (the message names the document index).
     """
-    path = Path(path)
-    token_dtype(vocab_size)
-    meta = {"tokenizer": tokenizer, "add_bos": add_bos, "add_eos": add_eos, "text_column": text_column}
-    with _atomic_folder(path, overwrite) as tmp:
+    path = _as_path(path, "path")
+    vocab_size = _check_vocab_size(vocab_size)
+    _check_documents(documents)
+    meta = {
+        **_tokenizer_meta(tokenizer, vocab_size),
+        "add_bos": check_flag(add_bos, "add_bos"),
+        "add_eos": check_flag(add_eos, "add_eos"),
+        "text_column": check_name(text_column, "text_column", optional=True),
+    }
+    with _atomic_folder(path, check_flag(overwrite, "overwrite")) as tmp:
         _write_files(tmp, documents, vocab_size, **meta)
     return TokenStore.open(path)
 
@@ -257,22 +345,30 @@ def tokenize_to_token_store(
     with ``num_proc > 1`` is split into ``num_proc`` contiguous shards, each tokenized by its own
     process into a shard folder, then concatenated in order: the bytes written do not depend on
     ``num_proc``. A streamed ``IterableDataset`` is tokenized in this process, batch by batch,
-    never materialised (``num_proc`` is ignored, with a warning).
+    never materialised (``num_proc`` is ignored, with a warning). ``meta.json`` records the
+    tokenizer's name and its ``tokenizer_fingerprint``, which :meth:`TokenStore.check_tokenizer`
+    compares with a run's tokenizer.
 
     Raises:
+        TypeError: ``batch_size`` / ``num_proc`` not ints, a flag not a bool, ``tokenizer`` not a tokenizer.
         ValueError: no ``text_column``, ``add_bos`` / ``add_eos`` without the token, ``path`` exists
-            and not ``overwrite``, an empty document (an empty text with neither BOS nor EOS).
+            and not ``overwrite`` (or is not a store), ``batch_size`` / ``num_proc`` below 1, no row,
+            an empty document (an empty text with neither BOS nor EOS; refused by its index, not skipped).
     """
     import datasets
 
     from hf_lmobj.corpus import require_columns
 
-    path = Path(path)
+    path = _as_path(path, "path")
+    text_column = check_name(text_column, "text_column")
+    add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
+    overwrite = check_flag(overwrite, "overwrite")
+    batch_size = check_length(batch_size, "batch_size", 1, "texts per tokenizer call")
+    num_proc = check_length(num_proc, "num_proc", 1, "None = one process", optional=True)
+    tokenizer_meta = _tokenizer_meta(tokenizer, None)
     for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
         if flag and getattr(tokenizer, f"{role}_token_id") is None:
             raise ValueError(f"add_{role}=True but the tokenizer has no {role}_token; pass add_{role}=False")
-    if batch_size < 1 or (num_proc is not None and num_proc < 1):
-        raise ValueError(f"batch_size and num_proc must be positive, got {batch_size} and {num_proc}")
     streaming = isinstance(dataset, datasets.IterableDataset)
     if not streaming and not isinstance(dataset, datasets.Dataset):
         raise TypeError(f"dataset must be a datasets.Dataset or IterableDataset, got {type(dataset).__name__}")
@@ -285,7 +381,7 @@ def tokenize_to_token_store(
     vocab_size = len(tokenizer)
     encode = {"text_column": text_column, "add_bos": add_bos, "add_eos": add_eos, "batch_size": batch_size}
     meta = {
-        "tokenizer": str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__),
+        **tokenizer_meta,
         "add_bos": add_bos,
         "add_eos": add_eos,
         "text_column": text_column,
