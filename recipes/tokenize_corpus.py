@@ -12,8 +12,9 @@
 standard-library corpus (its ``--split``, ``train`` or ``validation``). ``--num_proc N`` tokenizes a
 map-style dataset in N processes (same bytes as one); ``--streaming true`` reads in one process.
 The store is written to ``--output_dir`` (``tokens.bin``, ``offsets.npy``, ``meta.json``; see
-``hf_lmobj.data.token_store``) with the tokenizer in ``<output_dir>/tokenizer/``, so that a
-training run reuses both. Every field of ``TokenizeArguments`` can be set in a ``--config`` YAML
+``hf_lmobj.data.token_store``) with the tokenizer in ``<output_dir>/tokenizer/`` (saved before the
+store is renamed into place: the folder appears with both or not at all), so that a training run
+reuses both. Every field of ``TokenizeArguments`` can be set in a ``--config`` YAML
 file or on the command line. One summary line is printed.
 """
 
@@ -124,9 +125,9 @@ def main(argv: list[str] | None = None) -> TokenStore:
         num_proc=args.num_proc,
         batch_size=args.batch_size,
         overwrite=args.overwrite,
+        save_tokenizer=True,  # inside the store before it appears: never a published store without tokenizer/
     )
     seconds = time.perf_counter() - start
-    tokenizer.save_pretrained(store.path / "tokenizer")
     size = sum((store.path / name).stat().st_size for name in ("tokens.bin", "offsets.npy"))
     print(
         f"token store {store.path}: {store.num_documents:,} documents, {store.num_tokens:,} tokens "

@@ -10,7 +10,9 @@ and a failed write leaves neither a half store nor the temporary folder. Every i
 only (bools and floats are refused, not cast), in ``[0, vocab_size)``; documents are never empty
 (an empty one is refused by its index, not skipped). Given the tokenizer, the writer records its
 ``tokenizer_fingerprint`` in ``meta.json`` so that a run can refuse another tokenizer
-(:meth:`TokenStore.check_tokenizer`).
+(:meth:`TokenStore.check_tokenizer`); with ``save_tokenizer=True`` it also saves the tokenizer as
+``tokenizer/`` inside the temporary folder, checked to load back as itself, so the store appears with
+its tokenizer or not at all.
 
 Example:
     >>> import tempfile
@@ -60,8 +62,9 @@ from hf_lmobj.validation import check_flag, check_length, check_name, id_sequenc
 __all__ = ["write_token_store", "tokenize_to_token_store"]
 
 _CHUNK_TOKENS = 1 << 20  # tokens buffered before a write: the writer's memory bound (8 MiB as int64)
+TOKENIZER_FOLDER = "tokenizer"  #: where ``save_tokenizer=True`` saves the tokenizer inside the store
 #: What a store folder may hold for ``overwrite=True`` to replace it (anything else is someone's data).
-_STORE_ENTRIES = {TOKENS_FILE, OFFSETS_FILE, META_FILE, "tokenizer"}
+_STORE_ENTRIES = {TOKENS_FILE, OFFSETS_FILE, META_FILE, TOKENIZER_FOLDER}
 
 
 class _TokenWriter:
@@ -199,6 +202,45 @@ def _atomic_folder(path: Path, overwrite: bool) -> Iterator[Path]:
         raise
 
 
+def _check_save_tokenizer(save_tokenizer: bool, tokenizer: Any) -> bool:
+    """``save_tokenizer`` as a bool; ``True`` needs the tokenizer itself (a name cannot be saved)."""
+    save_tokenizer = check_flag(save_tokenizer, "save_tokenizer")
+    if save_tokenizer and isinstance(tokenizer, str):
+        raise TypeError(
+            f"save_tokenizer=True needs the tokenizer itself, got its name {tokenizer!r}; pass the tokenizer "
+            "(AutoTokenizer.from_pretrained(...)) or save_tokenizer=False"
+        )
+    return save_tokenizer
+
+
+def _save_tokenizer(tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """Save ``tokenizer`` to ``folder / "tokenizer"`` and check that it loads back as itself (same fingerprint).
+
+    A tokenizer that reloads as another one (a slow tokenizer converted to a fast one on loading, a
+    class ``AutoTokenizer`` cannot build) would be refused by :meth:`TokenStore.check_tokenizer` later,
+    in the training run; it is refused here, before any text is tokenized.
+    """
+    from transformers import AutoTokenizer
+
+    target = folder / TOKENIZER_FOLDER
+    tokenizer.save_pretrained(target)
+    fix = "save a tokenizer that reloads as itself (a fast tokenizer), or pass save_tokenizer=False"
+    try:
+        reloaded = AutoTokenizer.from_pretrained(target)
+    except Exception as error:  # whatever transformers raises: the saved folder is not loadable
+        raise ValueError(
+            f"the tokenizer saved for the store does not load back with AutoTokenizer.from_pretrained "
+            f"({type(error).__name__}: {error}); {fix}"
+        ) from error
+    expected, actual = tokenizer_fingerprint(tokenizer), tokenizer_fingerprint(reloaded)
+    if actual != expected:
+        raise ValueError(
+            f"the tokenizer saved for the store loads back as another tokenizer ({type(reloaded).__name__}, "
+            f"fingerprint {actual}, not {type(tokenizer).__name__} {expected}): a run would refuse the store "
+            f"with its own tokenizer/; {fix}"
+        )
+
+
 def _check_replaceable(path: Path, overwrite: bool) -> None:
     """Refuse an existing ``path`` unless ``overwrite``, and then unless it is a store folder (or empty)."""
     if not (path.exists() or path.is_symlink()):
@@ -261,6 +303,7 @@ def write_token_store(
     add_eos: bool = False,
     text_column: str | None = None,
     overwrite: bool = False,
+    save_tokenizer: bool = False,
 ) -> TokenStore:
     """Write ``documents`` (token id sequences, streamed in chunks) as a store at ``path`` and open it.
 
@@ -270,18 +313,32 @@ def write_token_store(
     recorded in ``meta.json``. The store appears at ``path`` only once complete: an error (or an
     exception raised by the ``documents`` iterable) leaves no folder at ``path`` (or the old store,
     with ``overwrite``) and no temporary folder beside it. ``overwrite=True`` replaces a token store
-    or an empty folder, never a folder holding other files.
+    or an empty folder, never a folder holding other files. ``save_tokenizer=True`` (``tokenizer``
+    must then be the tokenizer, not a name) saves it as ``path/tokenizer/`` before the store is
+    renamed into place, checked to load back with ``AutoTokenizer.from_pretrained`` as the same
+    tokenizer: the store appears with its tokenizer, and a failed save leaves nothing, like any error.
+
+    Example:
+        >>> import os, tempfile
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(512, max_documents=20)
+        >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6]], 512, tokenizer=tok, save_tokenizer=True)
+        >>> sorted(os.listdir(store.path))
+        ['meta.json', 'offsets.npy', 'tokenizer', 'tokens.bin']
 
     Raises:
         TypeError: a document holding something else than ints (a bool, a float, a string, None),
-            ``vocab_size`` or a flag of the wrong type, ``documents`` not an iterable.
+            ``vocab_size`` or a flag of the wrong type, ``documents`` not an iterable,
+            ``save_tokenizer=True`` with a tokenizer name.
         ValueError: ``path`` exists and not ``overwrite`` (or is not a store), ``vocab_size`` outside
             ``[1, 2**32]``, an id ``< 0`` or ``>= vocab_size``, an empty document (a store refuses
-            them: they carry no token) or no document at all (the message names the document index).
+            them: they carry no token) or no document at all (the message names the document index),
+            a saved tokenizer that does not load back as itself.
     """
     path = _as_path(path, "path")
     vocab_size = _check_vocab_size(vocab_size)
     _check_documents(documents)
+    save_tokenizer = _check_save_tokenizer(save_tokenizer, tokenizer)
     meta = {
         **_tokenizer_meta(tokenizer, vocab_size),
         "add_bos": check_flag(add_bos, "add_bos"),
@@ -289,6 +346,8 @@ def write_token_store(
         "text_column": check_name(text_column, "text_column", optional=True),
     }
     with _atomic_folder(path, check_flag(overwrite, "overwrite")) as tmp:
+        if save_tokenizer:
+            _save_tokenizer(tokenizer, tmp)
         _write_files(tmp, documents, vocab_size, **meta)
     return TokenStore.open(path)
 
@@ -336,6 +395,7 @@ def tokenize_to_token_store(
     num_proc: int | None = None,
     batch_size: int = 1000,
     overwrite: bool = False,
+    save_tokenizer: bool = False,
 ) -> TokenStore:
     """Tokenize the raw text of ``dataset`` (one document per row) into a store at ``path``.
 
@@ -347,13 +407,17 @@ def tokenize_to_token_store(
     ``num_proc``. A streamed ``IterableDataset`` is tokenized in this process, batch by batch,
     never materialised (``num_proc`` is ignored, with a warning). ``meta.json`` records the
     tokenizer's name and its ``tokenizer_fingerprint``, which :meth:`TokenStore.check_tokenizer`
-    compares with a run's tokenizer.
+    compares with a run's tokenizer. ``save_tokenizer=True`` saves the tokenizer as ``path/tokenizer/``
+    inside the temporary folder, before any text is tokenized, and checks that it loads back with
+    ``AutoTokenizer.from_pretrained`` as the same tokenizer: the store appears with its tokenizer or
+    not at all (a failed save leaves no store and no temporary folder).
 
     Raises:
         TypeError: ``batch_size`` / ``num_proc`` not ints, a flag not a bool, ``tokenizer`` not a tokenizer.
         ValueError: no ``text_column``, ``add_bos`` / ``add_eos`` without the token, ``path`` exists
             and not ``overwrite`` (or is not a store), ``batch_size`` / ``num_proc`` below 1, no row,
-            an empty document (an empty text with neither BOS nor EOS; refused by its index, not skipped).
+            an empty document (an empty text with neither BOS nor EOS; refused by its index, not skipped),
+            a saved tokenizer that does not load back as itself.
     """
     import datasets
 
@@ -363,6 +427,7 @@ def tokenize_to_token_store(
     text_column = check_name(text_column, "text_column")
     add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
     overwrite = check_flag(overwrite, "overwrite")
+    save_tokenizer = check_flag(save_tokenizer, "save_tokenizer")
     batch_size = check_length(batch_size, "batch_size", 1, "texts per tokenizer call")
     num_proc = check_length(num_proc, "num_proc", 1, "None = one process", optional=True)
     tokenizer_meta = _tokenizer_meta(tokenizer, None)
@@ -388,6 +453,8 @@ def tokenize_to_token_store(
     }
     workers = 1 if streaming else max(1, min(num_proc or 1, dataset.num_rows))
     with _atomic_folder(path, overwrite) as tmp:
+        if save_tokenizer:
+            _save_tokenizer(tokenizer, tmp)
         if workers == 1:
             _write_files(tmp, _iter_tokenized(dataset, tokenizer, **encode), vocab_size, **meta)
         else:

@@ -4,12 +4,14 @@ Entry points: ``TokenStore.open`` (a store folder whose ``meta.json``, ``tokens.
 is cut short, missing, of another type or inconsistent), ``from_nanogpt_bin`` and ``from_megatron``
 (foreign files), ``document`` / ``document_slice`` (indices and ranges), the writer
 (``write_token_store``, ``tokenize_to_token_store``: bad ids, bad documents, bad arguments, failed
-writes), and ``check_tokenizer`` (a store read with another tokenizer).
+writes), the tokenizer saved inside the store (``save_tokenizer=True``: there when the store appears,
+a failed save leaves nothing) and ``check_tokenizer`` (a store read with another tokenizer).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -395,6 +397,9 @@ def test_write_token_store_refuses_bad_documents_and_leaves_nothing(tmp_path, do
         ({"add_bos": 1}, TypeError, r"add_bos must be True or False"),
         ({"text_column": " "}, ValueError, r"text_column must be a non-empty string"),
         ({"tokenizer": 5}, TypeError, r"tokenizer must be a name \(str\) or a transformers tokenizer"),
+        ({"save_tokenizer": "yes"}, TypeError, r"save_tokenizer must be True or False"),
+        ({"save_tokenizer": True}, TypeError, r"save_tokenizer=True needs the tokenizer itself, got its name ''"),
+        ({"save_tokenizer": True, "tokenizer": "gpt2"}, TypeError, r"needs the tokenizer itself.*'gpt2'"),
     ],
 )
 def test_write_token_store_refuses_bad_arguments(tmp_path, kwargs, error, words):
@@ -441,7 +446,7 @@ def test_overwrite_replaces_a_store_or_an_empty_folder_only(tmp_path):
         write_token_store(tmp_path / "file" / "store", DOCUMENTS, 512)
     (tmp_path / "empty").mkdir()
     assert len(write_token_store(tmp_path / "empty", DOCUMENTS, 512, overwrite=True)) == 3
-    (tmp_path / "empty" / "tokenizer").mkdir()  # what recipes/tokenize_corpus.py leaves beside the store
+    (tmp_path / "empty" / "tokenizer").mkdir()  # what save_tokenizer=True writes inside the store
     assert len(write_token_store(tmp_path / "empty", [[1]], 512, overwrite=True)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "file", "notes"]
 
@@ -471,6 +476,7 @@ def test_meta_json_is_complete_and_records_the_tokenizer_when_given(tmp_path, to
         ({"num_proc": "2"}, TypeError, r"num_proc must be an int"),
         ({"add_eos": "yes"}, TypeError, r"add_eos must be True or False"),
         ({"text_column": None}, TypeError, r"text_column must be a string"),
+        ({"save_tokenizer": 1}, TypeError, r"save_tokenizer must be True or False"),
     ],
 )
 def test_tokenize_to_token_store_refuses_bad_arguments(tmp_path, tokenizer, kwargs, error, words):
@@ -488,6 +494,125 @@ def test_tokenize_to_token_store_refuses_no_rows_and_a_path_as_tokenizer(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+# ------------------------------------------------------------- the tokenizer saved inside the store
+STORE_FILES = ["meta.json", "offsets.npy", "tokenizer", "tokens.bin"]
+
+
+def write_with_tokenizer(tmp_path: Path, tokenizer, how: str, documents=None, **kwargs) -> TokenStore:
+    """A store at ``tmp_path / "store"`` written with ``save_tokenizer=True`` by one entry point (``how``)."""
+    path = tmp_path / "store"
+    if how == "write_token_store":
+        ids = documents if documents is not None else [tokenizer.encode(text) for text in TEXTS]
+        return write_token_store(path, ids, len(tokenizer), tokenizer=tokenizer, save_tokenizer=True, **kwargs)
+    dataset = datasets.Dataset.from_dict({"text": TEXTS * 2})
+    if how == "streamed":
+        dataset = dataset.to_iterable_dataset()
+    num_proc = 2 if how == "num_proc=2" else None
+    return tokenize_to_token_store(dataset, tokenizer, path, num_proc=num_proc, save_tokenizer=True, **kwargs)
+
+
+WRITERS = ["write_token_store", "num_proc=1", "num_proc=2", "streamed"]
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["new store", "over an old store"])
+@pytest.mark.parametrize("how", WRITERS)
+def test_the_store_holds_its_tokenizer_at_the_moment_it_appears(tmp_path, monkeypatch, tokenizer, how, overwrite):
+    if overwrite:
+        make_store(tmp_path, [[1, 2]])  # an old store without tokenizer/
+    path, seen, rename = tmp_path / "store", [], Path.rename
+
+    def spying_rename(self, target):
+        if Path(target) == path:  # the store appears: what does it hold at that moment?
+            seen.append((sorted(os.listdir(self)), sorted(os.listdir(self / "tokenizer"))))
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", spying_rename)
+    store = write_with_tokenizer(tmp_path, tokenizer, how, overwrite=overwrite)
+    assert seen == [(STORE_FILES, ["tokenizer.json", "tokenizer_config.json"])]
+    assert sorted(os.listdir(store.path)) == STORE_FILES and [p.name for p in tmp_path.iterdir()] == ["store"]
+
+
+def fail_midway(real, other):
+    """``save_pretrained`` that writes half a tokenizer, then the disk fills up."""
+
+    def save(self, folder, **kwargs):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "tokenizer.json").write_text('{"version": "1.')
+        raise OSError("No space left on device")
+
+    return save
+
+
+def save_another(real, other):
+    """``save_pretrained`` that saves another tokenizer (same size, other merges): it loads back as that one."""
+    return lambda self, folder, **kwargs: real(other, folder, **kwargs)
+
+
+def save_unloadable(real, other):
+    """``save_pretrained`` whose ``tokenizer.json`` is cut short: ``AutoTokenizer`` cannot load it back."""
+
+    def save(self, folder, **kwargs):
+        written = real(self, folder, **kwargs)
+        (Path(folder) / "tokenizer.json").write_text("{")
+        return written
+
+    return save
+
+
+SAVE_FAILURES = [
+    ("disk full while saving", fail_midway, OSError, r"No space left on device"),
+    ("loads back as another tokenizer", save_another, ValueError, r"loads back as another tokenizer.*fingerprint"),
+    ("does not load back", save_unloadable, ValueError, r"does not load back with AutoTokenizer.*JSONDecodeError"),
+]
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["new store", "over an old store"])
+@pytest.mark.parametrize("how", ["write_token_store", "num_proc=1"])
+@pytest.mark.parametrize("failure, error, words", [c[1:] for c in SAVE_FAILURES], ids=[c[0] for c in SAVE_FAILURES])
+def test_a_failed_tokenizer_save_leaves_no_store_and_no_temporary_folder(
+    tmp_path, monkeypatch, tokenizer, other_tokenizer, how, overwrite, failure, error, words
+):
+    if overwrite:
+        old = write_with_tokenizer(tmp_path, tokenizer, "write_token_store", documents=[[1, 2]])
+    started = []  # the tokenizer is saved (and checked) before any document is read or text tokenized
+
+    def documents():
+        started.append(True)
+        yield [1, 2, 3]
+
+    monkeypatch.setattr(token_store_writer, "_iter_tokenized", lambda *a, **k: started.append(True) or iter([[1]]))
+    real = type(tokenizer).save_pretrained
+    monkeypatch.setattr(type(tokenizer), "save_pretrained", failure(real, other_tokenizer))
+    with pytest.raises(error, match=words):
+        write_with_tokenizer(tmp_path, tokenizer, how, documents=documents(), overwrite=overwrite)
+    assert started == []
+    monkeypatch.undo()
+    if not overwrite:
+        assert list(tmp_path.iterdir()) == []  # no store at the path, no temporary folder beside it
+        return
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # the old store, whole, with its own tokenizer
+    assert TokenStore.open(old.path).document(0).tolist() == [1, 2] and sorted(os.listdir(old.path)) == STORE_FILES
+    TokenStore.open(old.path).check_tokenizer(AutoTokenizer.from_pretrained(old.path / "tokenizer"))
+
+
+@pytest.mark.parametrize("how", WRITERS)
+def test_the_store_reopens_and_accepts_its_saved_tokenizer_reloaded(tmp_path, tokenizer, other_tokenizer, how):
+    store = write_with_tokenizer(tmp_path, tokenizer, how)
+    reloaded = AutoTokenizer.from_pretrained(store.path / "tokenizer")
+    reopened = TokenStore.open(store.path)
+    reopened.check_tokenizer(reloaded)  # the run's --tokenizer_name <store>/tokenizer is the store's tokenizer
+    assert reopened.meta["tokenizer_fingerprint"] == tokenizer_fingerprint(reloaded) == tokenizer_fingerprint(tokenizer)
+    texts = [reloaded.decode(reopened.document(i), skip_special_tokens=True) for i in range(len(reopened))]
+    assert texts == (TEXTS if how == "write_token_store" else TEXTS * 2)
+    with pytest.raises(ValueError, match="written with another tokenizer"):
+        reopened.check_tokenizer(other_tokenizer)
+
+
+def test_without_save_tokenizer_nothing_is_saved(tmp_path, tokenizer):
+    store = tokenize_to_token_store(datasets.Dataset.from_dict({"text": TEXTS}), tokenizer, tmp_path / "store")
+    assert sorted(os.listdir(store.path)) == ["meta.json", "offsets.npy", "tokens.bin"]
+
+
 # ------------------------------------------------------------------------------- check_tokenizer
 def test_a_store_of_another_vocabulary_is_refused(tmp_path, tokenizer):
     store = write_token_store(tmp_path / "store", [[5, 6, 104]], 105)  # another tokenizer's 105 ids
@@ -502,7 +627,7 @@ def test_a_store_of_another_tokenizer_of_the_same_size_is_refused_by_fingerprint
     with pytest.raises(ValueError, match=r"written with another tokenizer: meta\.json tokenizer_fingerprint"):
         store.check_tokenizer(other_tokenizer)
     store.check_tokenizer(tokenizer)  # its own tokenizer passes
-    tokenizer.save_pretrained(tmp_path / "saved")  # as recipes/tokenize_corpus.py leaves it beside the store
+    tokenizer.save_pretrained(tmp_path / "saved")  # saved apart from the store: its own path does not matter
     TokenStore.open(store.path).check_tokenizer(AutoTokenizer.from_pretrained(tmp_path / "saved"))
 
 

@@ -60,6 +60,20 @@ def test_the_embedded_corpus_with_the_local_tokenizer(tmp_path):
     assert decoded(store, saved) == expected
 
 
+def test_a_failed_tokenizer_save_publishes_no_store(tmp_path, monkeypatch):
+    recipe = load_tokenize_recipe()
+    tokenizer = build_tokenizer(vocab_size=512, max_documents=20)
+
+    def failing(self, folder, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(recipe, "load_tokenizer", lambda args: tokenizer)
+    monkeypatch.setattr(type(tokenizer), "save_pretrained", failing)
+    with pytest.raises(OSError, match="No space left"):
+        recipe.main(["--max_documents", "10", "--output_dir", str(tmp_path / "store")])
+    assert list(tmp_path.iterdir()) == []  # never a store without its tokenizer/, nor a temporary folder
+
+
 def test_runs_as_a_script(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "recipes" / "tokenize_corpus.py"), "--help"],
