@@ -1,21 +1,30 @@
 """A batch of causal-LM features read into one flat token stream and its documents, checked.
 
 Each feature is one document (``{"input_ids": [...]}``, optional ``labels`` / ``attention_mask``)
-or one pre-packed row of several documents whose boundaries come with it (``position_ids``
-restarting at 0 per document, or ``seq_lengths``). Every column is read and checked element by
-element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python lists); its
-errors name the feature and the field.
+or one pre-packed row of several documents whose boundaries come with it, in any of three forms:
 
-A row packed by :func:`~hf_lmobj.packing.dataset.pack_dataset` carries ``seq_lengths``
-only: a row that lost that column on the way (a stock ``Trainer`` with ``remove_unused_columns=True``)
-looks like one document and cannot be told apart. A row whose ``attention_mask`` numbers its
-documents 1, 2, ... is refused when it arrives without ``position_ids``.
+* ``attention_mask`` numbering the row's documents (:data:`MASK_FIRST_NUMBERS`): ``2, 2, 2, 3, 3``
+  as :func:`~hf_lmobj.packing.dataset.pack_dataset` writes it (numbered from 2, so that even a
+  one-document row reads as packed), or ``1, 1, 1, 2, 2`` (axolotl's convention). Every
+  ``transformers`` language model takes ``attention_mask``, so a stock ``Trainer`` keeps it with
+  ``remove_unused_columns=True``: the boundaries reach the collator, which turns them into
+  ``position_ids`` (and ``labels``) and never hands the numbers to the model. An ``attention_mask``
+  of 0s and 1s only is an ordinary mask (1 = real token, 0 = padding).
+* ``seq_lengths``: the row's document lengths (TRL's ``pack_dataset``; ours writes them too);
+* ``position_ids`` restarting at 0 per document.
+
+A row that carries two of them must give the same documents. Every column is read and checked
+element by element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python
+lists); its errors name the feature and the field.
 
 Example:
     >>> flat = read_features([{"input_ids": [5, 6]}, {"input_ids": [7, 8, 9], "position_ids": [0, 0, 1]}],
     ...                      vocab_size=10)
     >>> flat.ids.tolist(), flat.doc_starts.tolist(), flat.doc_lengths.tolist(), flat.packed_features.tolist()
     ([5, 6, 7, 8, 9], [0, 2, 3], [2, 1, 2], [False, True])
+    >>> flat = read_features([{"input_ids": [5, 6, 7], "attention_mask": [2, 3, 3]}], vocab_size=10)
+    >>> flat.doc_lengths.tolist(), flat.packed_features.tolist(), flat.valid is None
+    ([1, 2], [True], True)
 """
 
 from __future__ import annotations
@@ -30,9 +39,17 @@ from hf_lmobj.collators.features import check_feature_mapping
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.validation import check_column_range, id_column, id_sequence
 
-__all__ = ["BOUNDARY_KEYS", "FlatFeatures", "read_features", "document_lengths_from_position_ids"]
+__all__ = [
+    "BOUNDARY_KEYS",
+    "MASK_FIRST_NUMBERS",
+    "FlatFeatures",
+    "read_features",
+    "document_lengths_from_position_ids",
+]
 
-BOUNDARY_KEYS = ("position_ids", "seq_lengths")
+BOUNDARY_KEYS = ("position_ids", "seq_lengths")  # explicit boundaries; a numbered attention_mask is the third form
+MASK_FIRST_NUMBERS = (1, 2)  # a numbered attention_mask starts at 1 (axolotl) or 2 (pack_dataset)
+_MASK_FORMS = "0 (padding), 1 (a real token) or a packed row's document numbers (1, 2, ... or 2, 3, ...)"
 
 
 @dataclass(frozen=True)
@@ -75,19 +92,23 @@ def read_features(
     check_column_range(ids, lengths, vocab_size)
     labels = _labels(features, ids, lengths, vocab_size)
     masks = _aligned(features, "attention_mask", lengths)
-    packed = np.fromiter((any(f.get(k) is not None for k in BOUNDARY_KEYS) for f in features), bool, len(features))
-    if masks is not None:
-        _check_boundaries_kept(masks, lengths, packed)
+    explicit = np.fromiter((any(f.get(k) is not None for k in BOUNDARY_KEYS) for f in features), bool, len(features))
+    numbered, mask_starts = _numbered_rows(features, masks, lengths)
+    packed = explicit | numbered
+    starts = _document_starts(features, explicit, numbered, mask_starts, lengths)  # (D,) flat, before BOS/EOS
     valid = None if masks is None or masks.all() else masks != 0
     single = ~packed
     add_bos = single & (bos_token_id is not None) & (ids[_starts(lengths)] != (bos_token_id or 0))
     add_eos = single & (eos_token_id is not None) & (ids[_starts(lengths) + lengths - 1] != (eos_token_id or 0))
+    old_lengths = lengths
     if add_bos.any() or add_eos.any():
         ids, labels, valid, lengths = _add_special(
             ids, labels, valid, lengths, add_bos, add_eos, bos_token_id, eos_token_id
         )
-    starts, doc_lengths, doc_feature = _documents(features, packed, lengths)
-    return FlatFeatures(ids, labels, valid, lengths, starts, doc_lengths, doc_feature, packed)
+    owner = np.searchsorted(np.cumsum(old_lengths), starts, side="right")  # (D,)
+    starts = starts - _starts(old_lengths)[owner] + _starts(lengths)[owner]  # packed rows gain no token
+    doc_lengths = np.diff(np.append(starts, lengths.sum()))  # documents tile the stream in order
+    return FlatFeatures(ids, labels, valid, lengths, starts, doc_lengths, owner, packed)
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:
@@ -154,24 +175,160 @@ def _indexed(features: Sequence[Mapping], present: list[bool]) -> tuple[np.ndarr
     return np.concatenate(arrays), np.fromiter((a.size for a in arrays), np.int64, len(arrays))
 
 
-def _check_boundaries_kept(masks: np.ndarray, lengths: np.ndarray, packed: np.ndarray) -> None:
-    """Refuse a row whose attention_mask numbers several documents (older pack_dataset rows) but
-    that carries no boundaries: its position_ids were lost on the way."""
-    several = np.flatnonzero(masks > 1)
-    if not several.size:
-        return
-    feature_of = np.searchsorted(np.cumsum(lengths), several, side="right")  # (K,)
-    lost = feature_of[~packed[feature_of]]
-    if lost.size:
+# ----------------------------------------------------------------------------- boundaries
+def _numbered_rows(
+    features: Sequence[Mapping], masks: np.ndarray | None, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which features number their documents in ``attention_mask`` (some value > 1), checked.
+
+    Returns ``(numbered, starts)``: (F,) bool, and (N,) bool True at the first token of every
+    feature and of every document of a numbered feature (None when no feature is numbered).
+    """
+    numbered = np.zeros(lengths.size, dtype=bool)
+    if masks is None:
+        return numbered, None
+    first_token = _starts(lengths)  # (F,)
+    negative = np.flatnonzero(masks < 0)
+    if negative.size:
+        raise _mask_error(negative[0], lengths, masks, f"attention_mask must hold {_MASK_FORMS}")
+    numbered = np.maximum.reduceat(masks, first_token) > 1  # (F,)
+    if not numbered.any():
+        return numbered, None
+    inside = np.repeat(numbered, lengths)  # (N,) token of a numbered feature
+    zeros = np.flatnonzero(inside & (masks == 0))
+    if zeros.size:
+        raise _mask_error(
+            zeros[0], lengths, masks,
+            "attention_mask numbers this packed row's documents but holds 0 (padding); a packed row has no "
+            "padding: pack with pack_dataset (rows of at most max_length, never padded)",
+        )  # fmt: skip
+    first = masks[first_token]  # (F,)
+    wrong_start = np.flatnonzero(numbered & ~np.isin(first, MASK_FIRST_NUMBERS))
+    if wrong_start.size:
+        index = int(wrong_start[0])
         raise ValueError(
-            f"feature {int(lost[0])} is a packed row (its attention_mask numbers several documents, as "
-            "older pack_dataset versions wrote it) but carries no position_ids, so its documents would "
-            "attend to each other. Something dropped that column: a stock Trainer does with "
-            "remove_unused_columns=True when the model's forward takes no position_ids. Set "
-            "remove_unused_columns=False to keep position_ids (or re-pack with pack_dataset, which writes "
-            "seq_lengths); a model whose forward takes none (Bloom, MPT, Mamba, RWKV, XLNet, ...) cannot "
-            "isolate packed documents at all: train it on unpacked rows (packing=False)"
+            f"feature {index}: attention_mask numbers a packed row's documents from {int(first[index])}; number "
+            "them 1, 2, ... (or 2, 3, ..., as pack_dataset does) from the row's first token"
         )
+    step = np.diff(masks)  # (N-1,) step t-1 -> t
+    within = inside[1:].copy()
+    within[first_token[1:] - 1] = False  # the step into the next feature
+    wrong_step = np.flatnonzero(within & (step != 0) & (step != 1))
+    if wrong_step.size:
+        at = int(wrong_step[0]) + 1
+        raise _mask_error(
+            at, lengths, masks,
+            f"attention_mask document numbers must stay or go up by 1 (the next document), got {int(masks[at])} "
+            f"after {int(masks[at - 1])}",
+        )  # fmt: skip
+    for index in np.flatnonzero(numbered & (first == 1)).tolist():  # 1s and 0s only may be bools: refuse them
+        id_sequence(features[index]["attention_mask"], "attention_mask", f"feature {index}")
+    starts = np.zeros(masks.size, dtype=bool)
+    starts[1:] = within & (step == 1)
+    starts[first_token] = True
+    return numbered, starts
+
+
+def _mask_error(position: int, lengths: np.ndarray, masks: np.ndarray, what: str) -> ValueError:
+    index = _feature_of(int(position), lengths)
+    offset = int(position) - int(_starts(lengths)[index])
+    return ValueError(f"feature {index}: {what} (value {int(masks[position])} at offset {offset})")
+
+
+def _document_starts(
+    features: Sequence[Mapping],
+    explicit: np.ndarray,
+    numbered: np.ndarray,
+    mask_starts: np.ndarray | None,
+    lengths: np.ndarray,
+) -> np.ndarray:
+    """(D,) flat index of the first token of every document, in stream order: one per plain
+    feature, one per document of a pre-packed row. A row with two forms of boundaries must agree."""
+    first_token = _starts(lengths)
+    starts = np.zeros(int(lengths.sum()), dtype=bool) if mask_starts is None else mask_starts.copy()
+    starts[first_token] = True
+    if explicit.any():
+        given = _explicit_starts(features, explicit, lengths)  # (N,) bool
+        both = np.repeat(explicit & numbered, lengths)
+        differs = np.flatnonzero(both & (given != starts))
+        if differs.size:
+            index = _feature_of(int(differs[0]), lengths)
+            raise ValueError(
+                f"feature {index}: its attention_mask numbers documents of lengths "
+                f"{_sizes(starts, lengths, index)} but its {_explicit_key(features[index])} gives "
+                f"{_sizes(given, lengths, index)}; a packed row's boundaries must agree (re-pack it with pack_dataset)"
+            )
+        starts |= given
+    return np.flatnonzero(starts)
+
+
+def _sizes(starts: np.ndarray, lengths: np.ndarray, index: int) -> list[int]:
+    begin = int(_starts(lengths)[index])
+    local = np.flatnonzero(starts[begin : begin + int(lengths[index])])
+    return np.diff(np.append(local, lengths[index])).tolist()
+
+
+def _explicit_key(feature: Mapping) -> str:
+    return "position_ids" if feature.get("position_ids") is not None else "seq_lengths"
+
+
+def _explicit_starts(features: Sequence[Mapping], explicit: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(N,) bool: True at every document start of the features carrying ``seq_lengths`` / ``position_ids``."""
+    which = np.flatnonzero(explicit)  # (W,)
+    first_token = _starts(lengths)
+    local = _seq_length_documents(features, which, lengths)
+    if local is None:  # per row: the error names the feature and the fault
+        local = [_row_documents(features[i], i, int(lengths[i])) for i in which.tolist()]
+        counts = np.fromiter(map(len, local), np.int64, len(local))
+        local = np.concatenate(local), counts
+    sizes, counts = local  # (D,), (W,)
+    row_first = np.cumsum(counts) - counts  # (W,) first document of each row among the D
+    within = np.cumsum(sizes) - sizes  # (D,) tokens before each document, over all rows
+    within -= np.repeat(within[row_first], counts)
+    starts = np.zeros(int(lengths.sum()), dtype=bool)
+    starts[np.repeat(first_token[which], counts) + within] = True
+    return starts
+
+
+def _seq_length_documents(
+    features: Sequence[Mapping], which: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Document sizes and counts of rows ``which`` in one pass when they all carry valid ``seq_lengths``
+    (pipeline and pack_dataset rows); None when any row's are off or a row has position_ids."""
+    chosen = [features[i] for i in which.tolist()]
+    if any(f.get("position_ids") is not None for f in chosen):
+        return None
+    try:
+        sizes, counts = id_column([f["seq_lengths"] for f in chosen], "seq_lengths")  # (D,), (W,)
+    except (TypeError, ValueError):
+        return None
+    if (
+        not counts.all()
+        or (sizes <= 0).any()
+        or (np.add.reduceat(sizes, np.cumsum(counts) - counts) != lengths[which]).any()
+    ):
+        return None
+    return sizes, counts
+
+
+def _row_documents(feature: Mapping, index: int, length: int) -> np.ndarray:
+    """Document lengths of one pre-packed row, from its position_ids or seq_lengths."""
+    if feature.get("position_ids") is not None:
+        positions = id_sequence(feature["position_ids"], "position_ids", f"feature {index}")  # (L,)
+        if positions.size != length:
+            raise ValueError(f"feature {index}: position_ids length differs from input_ids")
+        try:
+            return document_lengths_from_position_ids(positions)
+        except ValueError as error:
+            raise ValueError(f"feature {index}: {error}") from None
+    sizes = id_sequence(feature["seq_lengths"], "seq_lengths", f"feature {index}")
+    if sizes.size == 0:
+        raise ValueError(f"feature {index}: seq_lengths is empty; it must list the row's document lengths")
+    if (sizes <= 0).any():
+        raise ValueError(f"feature {index}: seq_lengths must be positive, got {sizes.tolist()}")
+    if int(sizes.sum()) != length:
+        raise ValueError(f"feature {index}: seq_lengths sum to {int(sizes.sum())}, not {length}")
+    return sizes
 
 
 def _add_special(ids, labels, valid, lengths, add_bos, add_eos, bos, eos) -> tuple[np.ndarray, ...]:
@@ -188,59 +345,6 @@ def _add_special(ids, labels, valid, lengths, add_bos, add_eos, bos, eos) -> tup
     if valid is not None:
         valid = np.insert(valid, at, True)
     return ids, labels, valid, lengths + add_bos + add_eos
-
-
-def _documents(features: Sequence[Mapping], packed: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(starts, lengths, feature) of every document: one per plain feature, several per packed row."""
-    feature_starts = _starts(lengths)
-    if not packed.any():
-        return feature_starts, lengths.copy(), np.arange(lengths.size)
-    if packed.all() and all(f.get("position_ids") is None for f in features):
-        fast = _seq_length_documents(features, lengths)
-        if fast is not None:
-            return fast
-    starts, sizes, owner = [], [], []
-    for index in range(lengths.size):
-        if not packed[index]:
-            starts.append(feature_starts[index : index + 1])
-            sizes.append(lengths[index : index + 1])
-            owner.append(np.full(1, index))
-            continue
-        local = _row_documents(features[index], index, int(lengths[index]))  # (d,) sizes
-        starts.append(feature_starts[index] + np.cumsum(local) - local)
-        sizes.append(local)
-        owner.append(np.full(local.size, index))
-    return np.concatenate(starts), np.concatenate(sizes), np.concatenate(owner)
-
-
-def _seq_length_documents(features: Sequence[Mapping], lengths: np.ndarray) -> tuple[np.ndarray, ...] | None:
-    """``_documents`` in one pass for rows that all carry valid ``seq_lengths`` (pipeline and pack_dataset
-    rows); None when any row's are off (the per-row reading then names the feature and the fault)."""
-    try:
-        sizes, counts = id_column([f["seq_lengths"] for f in features], "seq_lengths")  # (D,), (F,)
-    except (TypeError, ValueError):
-        return None
-    if not counts.all() or (sizes <= 0).any() or (np.add.reduceat(sizes, _starts(counts)) != lengths).any():
-        return None
-    return np.cumsum(sizes) - sizes, sizes, np.repeat(np.arange(lengths.size), counts)  # documents tile the rows
-
-
-def _row_documents(feature: Mapping, index: int, length: int) -> np.ndarray:
-    """Document lengths of one pre-packed row, from its position_ids or seq_lengths."""
-    if feature.get("position_ids") is not None:
-        positions = id_sequence(feature["position_ids"], "position_ids", f"feature {index}")  # (L,)
-        if positions.size != length:
-            raise ValueError(f"feature {index}: position_ids length differs from input_ids")
-        try:
-            return document_lengths_from_position_ids(positions)
-        except ValueError as error:
-            raise ValueError(f"feature {index}: {error}") from None
-    sizes = id_sequence(feature["seq_lengths"], "seq_lengths", f"feature {index}")
-    if (sizes <= 0).any():
-        raise ValueError(f"feature {index}: seq_lengths must be positive, got {sizes.tolist()}")
-    if int(sizes.sum()) != length:
-        raise ValueError(f"feature {index}: seq_lengths sum to {int(sizes.sum())}, not {length}")
-    return sizes
 
 
 def document_lengths_from_position_ids(positions: np.ndarray) -> np.ndarray:

@@ -16,12 +16,19 @@ Two modes:
   ``use_cache=False`` by default, ``cu_seq_lens_q/k`` for flash-attention (both O(B x T) at any row
   length), a 4D ``[B, 1, T, T]`` mask for a ``model=`` whose mask ignores ``position_ids``.
 
-Features may be pre-packed rows (from :func:`hf_lmobj.packing.dataset.pack_dataset`,
-or TRL's) carrying ``seq_lengths`` (or ``position_ids``): in both modes each one is one batch row,
-never re-packed or split, with its documents isolated and the batch as wide as a packed one
+Features may be pre-packed rows (from :func:`hf_lmobj.packing.dataset.pack_dataset`, TRL's or
+axolotl's) whose documents are given by an ``attention_mask`` numbering them (``2, 2, 3, ...`` as
+``pack_dataset`` writes it, or ``1, 1, 2, ...``), by ``seq_lengths`` or by ``position_ids`` (see
+:mod:`hf_lmobj.collators._causal_features`): in both modes each one is one batch row, never
+re-packed or split, with its documents isolated and the batch as wide as a packed one
 (``max_length``, rounded up; the longest row when ``max_length`` is None). A pre-packed row longer
-than ``max_length`` is a ``ValueError``. A stock ``Trainer`` drops ``seq_lengths`` (and the rows read
-as single documents) unless ``remove_unused_columns=False``.
+than ``max_length`` is a ``ValueError``. A stock ``Trainer`` keeps ``attention_mask`` (every language
+model's ``forward`` takes it) even with ``remove_unused_columns=True``, so ``pack_dataset``'s rows keep
+their boundaries there; the numbers never reach the model (packed batches carry ``position_ids``).
+Given ``model=``, a model that cannot isolate packed documents (``forward`` without
+``position_ids``: Bloom, MPT, Mamba, ...) is refused: in packing mode when the collator is built, in
+padding mode at the first pre-packed row. Without ``model=`` the collator assumes a model that reads
+``position_ids`` (as every Llama / GPT-2 family model does); pass ``model=`` to have it checked.
 
 Every mode emits ``labels`` (HF convention: aligned with ``input_ids``, the model shifts; -100 at
 padding and at every document's first token) and ``shift_labels`` (``shift_labels[:, t] ==
@@ -41,9 +48,11 @@ Example:
     ...     [{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
     >>> packed["position_ids"].tolist(), packed["use_cache"], "attention_mask" in packed
     ([[0, 1, 2, 0, 1, 0, 1, 2]], False, False)
-    >>> rows = collator([{"input_ids": [10, 11, eos, 12, eos], "seq_lengths": [3, 2]}])  # pack_dataset's
+    >>> rows = collator([{"input_ids": [10, 11, eos, 12, eos], "attention_mask": [2, 2, 2, 3, 3]}])  # pack_dataset's
     >>> rows["position_ids"].tolist(), rows["labels"].tolist() == [[-100, 11, eos, -100, eos]]
     ([[0, 1, 2, 0, 1]], True)
+    >>> collator([{"input_ids": [10, 11, eos, 12, eos], "seq_lengths": [3, 2]}])["position_ids"].tolist()
+    [[0, 1, 2, 0, 1]]
 """
 
 from __future__ import annotations
@@ -92,6 +101,17 @@ def _tokenizer_adds(tokenizer: PreTrainedTokenizerBase) -> tuple[bool, bool]:
     probe = tokenizer("a", add_special_tokens=True)["input_ids"]
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     return bos is not None and probe[:1] == [bos], eos is not None and probe[-1:] == [eos]
+
+
+def _prepacked_refusal(flat: FlatFeatures, reason: str) -> str:
+    """The message for pre-packed rows given to a collator whose ``model=`` cannot isolate their documents."""
+    index = int(np.argmax(flat.packed_features))
+    count = int((flat.doc_feature == index).sum())
+    return (
+        f"these features are pre-packed rows (feature {index} holds {count} document(s), marked by pack_dataset's "
+        f"numbered attention_mask, seq_lengths or position_ids), but {reason}. For this model, do not pack the "
+        "dataset: give the collator one document per feature (tokenize, skip pack_dataset) with packing=False"
+    )
 
 
 @dataclass
@@ -261,7 +281,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             batch["attention_mask"] = torch.from_numpy(out.real.numpy().astype(np.int64))  # (B, T)
             return batch
         if self._refusal:
-            raise ValueError(f"these features are pre-packed rows, but {self._refusal}")
+            raise ValueError(_prepacked_refusal(flat, self._refusal))
         batch["position_ids"] = out.position_ids  # (B, T)
         asked = self.packed_attention != "auto"
         batch.update(packed_attention_inputs(self._form, out.position_ids, self.mask_dtype, True, asked))

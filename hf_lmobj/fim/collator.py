@@ -76,8 +76,8 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
 
     Features are single documents: ``input_ids`` (a leading BOS and a trailing EOS are kept in
     place) plus ``text`` at character level, optionally ``idx`` / ``index`` to key the seed. Rows
-    packed already (``position_ids`` / ``seq_lengths``) and features with their own ``labels`` are
-    refused: FIM re-orders whole documents and trains on all of them.
+    packed already (``position_ids`` / ``seq_lengths`` / a numbered ``attention_mask``) and features
+    with their own ``labels`` are refused: FIM re-orders whole documents and trains on all of them.
     """
 
     tokenizer: PreTrainedTokenizerBase
@@ -150,6 +150,12 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
                     "it: drop the labels column"
                 )
             mask = feature.get("attention_mask")
+            if mask is not None and any(int(m) > 1 for m in mask):
+                raise ValueError(
+                    f"feature {index} is a packed row (its attention_mask numbers documents, as pack_dataset "
+                    "writes it); FIM must cut each document before packing: give this collator documents, or "
+                    "use fim_dataset() then pack_dataset()"
+                )
             if mask is not None and not all(int(m) == 1 for m in mask):
                 raise ValueError(f"feature {index} is padded (attention_mask has zeros); pass unpadded documents")
         return self.transform(features, self.seed, self.epoch)
@@ -189,7 +195,7 @@ def fim_dataset(
         >>> fimmed.column_names, len(fimmed[0]["input_ids"]) == len(ds[0]["input_ids"]) + 3  # 3 sentinels
         (['input_ids'], True)
         >>> pack_dataset(fimmed, max_length=32).column_names
-        ['input_ids', 'seq_lengths']
+        ['input_ids', 'attention_mask', 'seq_lengths']
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int (fim_dataset writes one epoch's cuts), got {seed!r}")

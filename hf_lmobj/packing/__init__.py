@@ -5,15 +5,17 @@
   ``position_ids``, the 4D block mask, flash-attention's ``cu_seq_lens``);
 * :mod:`.rows`: the row layout of a batch (which chunk goes to which row at which offset) and
   the assembled tensors, behind ``DataCollatorForCausalLM``;
-* :mod:`.dataset`: ``pack_dataset``, a whole tokenized dataset packed once before training;
+* :mod:`.dataset`: ``pack_dataset``, a whole tokenized dataset packed once before training (each row's
+  documents numbered in its ``attention_mask``, which a stock ``Trainer`` keeps);
 * :mod:`.pieces`: documents cut into pieces that fit a row, before a per-document transform.
 
 Example:
     >>> import datasets
     >>> from hf_lmobj.packing import pack_dataset
     >>> ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]})
-    >>> pack_dataset(ds, max_length=5).to_dict()
-    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'seq_lengths': [[4], [3, 2]]}
+    >>> pack_dataset(ds, max_length=5).to_dict()  # doctest: +NORMALIZE_WHITESPACE
+    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'attention_mask': [[2, 2, 2, 2], [2, 2, 2, 3, 3]],
+     'seq_lengths': [[4], [3, 2]]}
 """
 
 from hf_lmobj.packing.bins import best_fit_decreasing, best_fit_placement, chunk_lengths, packing_efficiency

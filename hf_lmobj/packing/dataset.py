@@ -2,16 +2,25 @@
 
 :func:`pack_dataset` works on a ``datasets.Dataset`` (``Dataset.map``, cached like any map) and on
 a streaming ``datasets.IterableDataset`` (lazily, holding at most ``buffer_size`` documents at a
-time). Each output row stores ``input_ids`` (int32) and ``seq_lengths`` (int32: the lengths of the
-row's documents in order, as TRL's ``pack_dataset`` writes them), plus ``labels`` (int32) when the
-input has them: about 4 bytes per token on disk, nothing per token beyond the ids.
-:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` derives ``position_ids``,
-``cu_seq_lens`` or the 4D mask from ``seq_lengths``, keeps each row as one batch row and never
-lets a document attend to another.
+time). Each output row stores:
 
-``seq_lengths`` is no model's ``forward`` argument, so a stock ``Trainer`` drops it by default and the
-rows reach the collator as single documents (nothing per token marks a packed row): pass
-``TrainingArguments(remove_unused_columns=False)``; ``ObjectiveTrainer`` keeps the column itself.
+* ``input_ids`` (int32);
+* ``attention_mask``: the number of each token's document in the row, counted from 2 (``2, 2, 2,
+  3, 3, 4``): 0 would be padding and 1 an ordinary real token, so even a one-document row reads as
+  packed. Stored in the narrowest int type that holds ``max_length + 1`` (:func:`mask_dtype`: int8 up
+  to rows of 126, int16 up to 32766, else int32);
+* ``seq_lengths`` (int32: the lengths of the row's documents in order, as TRL's ``pack_dataset``
+  writes them), plus ``labels`` (int32) when the input has them.
+
+About 6 bytes per token on disk for rows of 127 to 32766 tokens (4 for the ids, 2 for the mask).
+The boundaries are in ``attention_mask`` because every ``transformers`` language model's ``forward``
+takes it: a stock ``Trainer`` keeps it with its default ``remove_unused_columns=True`` (it drops
+``seq_lengths``, which no ``forward`` takes). :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`
+reads either, keeps each row as one batch row, derives ``position_ids`` (or ``cu_seq_lens``, or the
+4D mask) from them and never lets a document attend to another; the numbers never reach the model.
+A model whose ``forward`` takes no ``position_ids`` (Bloom, MPT, Mamba, ...) cannot isolate packed
+documents: the collator given ``model=`` refuses its rows by name.
+
 The work is vectorised over Arrow buffers (one copy of each document chunk, no Python loop over
 tokens); best-fit-decreasing is O(n log n) in documents.
 
@@ -23,15 +32,17 @@ Two strategies, neither drops a token:
   ``max_length`` long except the last row of each buffer; a document crossing a row end continues
   in the next row as a new chunk (positions restart, nothing is conditioned across rows).
 
-Other columns (``text``, ``num_bytes``, ...) describe documents, not rows, and are removed.
+Other columns (``text``, ``num_bytes``, ...) describe documents, not rows, and are removed; an input
+``attention_mask`` must be all ones (unpadded documents, not rows packed already).
 
 Example:
     >>> import datasets
     >>> ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]})
-    >>> pack_dataset(ds, max_length=5).to_dict()
-    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'seq_lengths': [[4], [3, 2]]}
-    >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()
-    {'input_ids': [[1, 2, 3, 4], [5, 6, 7, 8], [9]], 'seq_lengths': [[3, 1], [1, 3], [1]]}
+    >>> pack_dataset(ds, max_length=5).to_dict()  # doctest: +NORMALIZE_WHITESPACE
+    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'attention_mask': [[2, 2, 2, 2], [2, 2, 2, 3, 3]],
+     'seq_lengths': [[4], [3, 2]]}
+    >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()["attention_mask"]
+    [[2, 2, 2, 3], [2, 3, 3, 3], [2]]
 """
 
 from __future__ import annotations
@@ -54,13 +65,15 @@ __all__ = [
     "DatasetT",
     "PackedRows",
     "fixed_layout",
+    "mask_dtype",
     "packed_rows",
     "pack_documents",
     "pack_dataset",
 ]
 
 STRATEGIES = ("best_fit", "fixed")
-PACKED_COLUMNS = ("input_ids", "labels", "seq_lengths")
+PACKED_COLUMNS = ("input_ids", "attention_mask", "labels", "seq_lengths")
+FIRST_DOCUMENT_NUMBER = 2  # a packed row's attention_mask numbers its documents 2, 3, ... (1 = an ordinary mask)
 DatasetT = TypeVar("DatasetT", datasets.Dataset, datasets.IterableDataset)
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -79,6 +92,25 @@ class PackedRows(NamedTuple):
             return values[:0].copy()
         ends = self.starts + self.seq_lengths
         return np.concatenate([values[a:b] for a, b in zip(self.starts.tolist(), ends.tolist())])
+
+    def document_numbers(self, dtype: np.dtype) -> np.ndarray:
+        """(N,) each token's document number in its row, from :data:`FIRST_DOCUMENT_NUMBER`: the
+        ``attention_mask`` of the rows."""
+        per_row = np.diff(self.seq_offsets)  # (R,) chunks per row
+        rank = np.arange(self.seq_lengths.size) - np.repeat(self.seq_offsets[:-1], per_row)  # (C,) chunk in its row
+        return np.repeat((rank + FIRST_DOCUMENT_NUMBER).astype(dtype), self.seq_lengths)
+
+
+def mask_dtype(max_length: int) -> np.dtype:
+    """The narrowest signed int type holding the document numbers of rows of ``max_length`` (up to
+    ``max_length + 1``: one-token documents numbered from 2).
+
+    Example:
+        >>> [mask_dtype(n).name for n in (126, 127, 32766, 32767)]
+        ['int8', 'int16', 'int16', 'int32']
+    """
+    largest = max_length + FIRST_DOCUMENT_NUMBER - 1
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32) if largest <= np.iinfo(t).max)
 
 
 def fixed_layout(lengths: np.ndarray, max_length: int) -> Layout:
@@ -129,14 +161,14 @@ def pack_documents(
     labels: Sequence[Sequence[int]] | None = None,
     strategy: str = "best_fit",
 ) -> dict[str, list[list[int]]]:
-    """Pack token lists into rows: ``input_ids``, ``seq_lengths`` (and ``labels``), as lists.
+    """Pack token lists into rows: ``input_ids``, ``attention_mask``, ``seq_lengths`` (and ``labels``), as lists.
 
     A chunk that continues a document gets label -100 at its first token (it has no prefix in
     its row), as the collator would give it anyway.
 
     Example:
         >>> pack_documents([[1, 2, 3], [4, 5]], max_length=3)
-        {'input_ids': [[1, 2, 3], [4, 5]], 'seq_lengths': [[3], [2]]}
+        {'input_ids': [[1, 2, 3], [4, 5]], 'attention_mask': [[2, 2, 2], [2, 2]], 'seq_lengths': [[3], [2]]}
     """
     max_length = check_length(max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS)
     if strategy not in STRATEGIES:
@@ -158,6 +190,7 @@ def _pack_columns(
     """The packed rows of flat ``ids`` (and ``labels``) as an Arrow table of int32 lists."""
     rows = packed_rows(lengths, max_length, strategy)
     columns = {"input_ids": _list_array(rows.offsets, _int32(rows.gather(ids), "input_ids"))}
+    columns["attention_mask"] = _list_array(rows.offsets, rows.document_numbers(mask_dtype(max_length)))
     if labels is not None:
         gathered = _int32(rows.gather(labels), "labels")  # (N,) a fresh copy
         gathered[np.cumsum(rows.seq_lengths) - rows.seq_lengths] = IGNORE_INDEX  # chunk starts
@@ -188,6 +221,8 @@ def _pack_table(table: pa.Table, max_length: int, strategy: str) -> pa.Table:
     lengths = pc.list_value_length(ids_column).to_numpy(zero_copy_only=False).astype(np.int64)
     ids = ids_column.flatten().to_numpy(zero_copy_only=False)
     _check_non_negative(ids, "input_ids")
+    if "attention_mask" in table.column_names:
+        _check_document_mask(table.column("attention_mask"))
     labels = None
     if "labels" in table.column_names:
         labels_column = _int_list_column(table, "labels")
@@ -213,6 +248,27 @@ def _int_list_column(table: pa.Table, name: str) -> pa.Array:
     return column
 
 
+def _check_document_mask(column: pa.ChunkedArray) -> None:
+    """An input ``attention_mask`` (dropped) must be all ones: padding would be packed as text, and
+    numbers above 1 mean rows packed already (their documents would be packed as one)."""
+    values = pc.list_flatten(column)
+    if not values.type.equals(pa.bool_()):
+        values = pc.cast(values, pa.float64())  # any numeric mask; 1.0 counts as 1
+    low, high = (pc.min_max(values)[key].as_py() for key in ("min", "max"))
+    if low is None:
+        return
+    if high is not None and high > 1:
+        raise ValueError(
+            "the 'attention_mask' column numbers documents (values above 1): these rows are packed already; "
+            "train on them as they are, or pack the unpacked documents"
+        )
+    if not low:
+        raise ValueError(
+            "the 'attention_mask' column has 0s (padding): pack_dataset would pack pad tokens as text; "
+            "tokenize without padding (padding=False) or drop the padded positions first"
+        )
+
+
 def _check_non_negative(ids: np.ndarray, name: str) -> None:
     if ids.size and int(ids.min()) < 0:
         raise ValueError(f"{name} must be token ids >= 0, got {int(ids.min())}; was it tokenized?")
@@ -233,15 +289,17 @@ def pack_dataset(
     strategy: str = "best_fit",
     num_proc: int | None = None,
 ) -> DatasetT:
-    """Rows of ``max_length``: ``input_ids``, ``seq_lengths`` (and ``labels``); see the module docstring.
+    """Rows of ``max_length``: ``input_ids``, ``attention_mask`` (document numbers), ``seq_lengths``
+    (and ``labels``); see the module docstring.
 
-    Train on them with ``DataCollatorForCausalLM(tokenizer, max_length=max_length)`` (each row
-    stays one batch row) and keep ``seq_lengths`` in the batch: a stock ``Trainer`` needs
-    ``remove_unused_columns=False``, else it drops the column and documents attend to each other.
+    Train on them with ``DataCollatorForCausalLM(tokenizer, max_length=max_length, model=model)``
+    (each row stays one batch row, in padding and in packing mode), through a stock ``Trainer`` with
+    its defaults: it keeps ``attention_mask``, which holds the boundaries.
 
     Args:
         dataset: a ``Dataset`` or ``IterableDataset`` with an ``input_ids`` column (one document
-            per row, ids < 2**31) and optionally ``labels`` aligned with it.
+            per row, ids < 2**31) and optionally ``labels`` aligned with it (and an all-ones
+            ``attention_mask``, which is replaced).
         max_length: row length, >= 2 (a token and the next one); longer documents are split.
         buffer_size: documents packed together (the map batch size); for a stream, the most
             documents held in memory. Larger buffers pack tighter.

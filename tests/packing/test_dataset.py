@@ -20,12 +20,14 @@ from tests.testing_utils import assert_each_document_alone, tiny_gpt2, tiny_opt
 
 
 def rows_to_documents(rows: dict) -> list[tuple[list[int], list[int] | None]]:
-    """Split packed rows back into their chunks by seq_lengths (independent of the packer)."""
-    assert set(rows) <= {"input_ids", "seq_lengths", "labels"}  # nothing per token but ids (and labels)
+    """Split packed rows back into their chunks by seq_lengths (independent of the packer); the
+    attention_mask numbers the same chunks 2, 3, ..."""
+    assert set(rows) <= {"input_ids", "attention_mask", "seq_lengths", "labels"}  # ids, numbers (and labels)
     chunks = []
     for index, (ids, sizes) in enumerate(zip(rows["input_ids"], rows["seq_lengths"])):
         labels = rows["labels"][index] if "labels" in rows else None
         assert sum(sizes) == len(ids) and min(sizes) > 0
+        assert rows["attention_mask"][index] == [2 + k for k, n in enumerate(sizes) for _ in range(n)]
         start = 0
         for n in sizes:
             chunks.append((ids[start : start + n], None if labels is None else labels[start : start + n]))
@@ -59,8 +61,9 @@ def test_pack_documents_loses_and_duplicates_nothing(docs, max_length, strategy)
 def test_dataset_and_stream_give_the_same_rows(tokenizer, corpus):
     tokenized = tokenize_corpus(corpus["train"].select(range(40)), tokenizer)
     packed = pack_dataset(tokenized, max_length=256, buffer_size=16)
-    assert packed.column_names == ["input_ids", "seq_lengths"]
+    assert packed.column_names == ["input_ids", "attention_mask", "seq_lengths"]
     assert packed.features["input_ids"].feature.dtype == packed.features["seq_lengths"].feature.dtype == "int32"
+    assert packed.features["attention_mask"].feature.dtype == "int16"  # rows of 256: numbers up to 257
 
     def generate():  # a stream whose features are unknown up front
         yield from tokenized
@@ -105,7 +108,7 @@ def test_stock_trainer_trains_on_packed_dataset(tokenizer, corpus, tmp_path):
     tokenized = tokenize_corpus(corpus["train"].select(range(8)), tokenizer)
     packed = pack_dataset(tokenized, max_length=64, buffer_size=8)
     args = _cpu_args(tmp_path, 2, logging_steps=1)
-    args.remove_unused_columns = False  # the documented setting: keeps seq_lengths (no forward takes it)
+    args.remove_unused_columns = False  # keeps seq_lengths beside the numbered attention_mask: both read, they agree
     collator = DataCollatorForCausalLM(tokenizer, max_length=64)
     trainer = Trainer(
         model=tiny_gpt2(vocab_size=len(tokenizer)), args=args, train_dataset=packed, data_collator=collator
@@ -122,34 +125,34 @@ def test_stock_trainer_trains_on_packed_dataset(tokenizer, corpus, tmp_path):
     assert "attention_mask" not in batch  # O(B x T): the model builds the block-causal mask
 
 
+@pytest.mark.parametrize("remove_unused_columns", (True, False))
 @pytest.mark.parametrize("streaming", (False, True))
-def test_stock_trainer_with_a_model_that_cannot_isolate_the_rows_fails_loudly(streaming, tokenizer, tmp_path):
-    """Bloom's forward has no position_ids: given model=, the collator refuses its pre-packed rows.
-
-    (Formerly this test let remove_unused_columns=True drop position_ids and caught it through the
-    numbered attention_mask; pack_dataset now writes seq_lengths only, which that filter drops for
-    every model, so the rows must be kept with remove_unused_columns=False: see the module docstring.)
-    """
+def test_stock_trainer_with_a_model_that_cannot_isolate_the_rows_fails_loudly(
+    streaming, remove_unused_columns, tokenizer, tmp_path
+):
+    """Bloom's forward has no position_ids: given model=, the collator refuses its pre-packed rows, whether
+    the Trainer kept seq_lengths or dropped it (the numbered attention_mask survives every filter)."""
     docs = [[5 + (7 * i + j) % 900 for j in range(n)] for i, n in enumerate([9, 4, 12, 3, 7, 2, 30, 20] * 4)]
     packed = pack_dataset(datasets.Dataset.from_dict({"input_ids": docs}), max_length=64)  # several per row
     if streaming:
         packed = packed.to_iterable_dataset()
     model = BloomForCausalLM(BloomConfig(vocab_size=len(tokenizer), hidden_size=32, n_layer=2, n_head=2))
-    args = _cpu_args(tmp_path, 1, remove_unused_columns=False)
+    args = _cpu_args(tmp_path, 1, remove_unused_columns=remove_unused_columns)
     collator = DataCollatorForCausalLM(tokenizer, max_length=64, model=model)
     trainer = Trainer(model=model, args=args, train_dataset=packed, data_collator=collator)
-    with pytest.raises(ValueError, match="pre-packed rows, but BloomForCausalLM.*packing=False"):
+    with pytest.raises(ValueError, match="pre-packed rows .*, but BloomForCausalLM.*skip pack_dataset"):
         trainer.train()
     with pytest.raises(ValueError, match="BloomForCausalLM"):  # packing mode refuses the model up front
         DataCollatorForCausalLM(tokenizer, max_length=64, packing=True, model=model)
 
 
-def test_rows_of_an_older_pack_dataset_that_lost_their_position_ids_fail_loudly(tokenizer):
-    """Older pack_dataset rows numbered their documents in attention_mask: still caught without boundaries."""
+def test_rows_of_an_older_pack_dataset_that_lost_their_position_ids_keep_their_documents(tokenizer):
+    """Older pack_dataset rows (and axolotl's) number their documents 1, 2, ... in attention_mask: read as such."""
     old_row = {"input_ids": [5, 6, 7, 8, 9], "attention_mask": [1, 1, 1, 2, 2]}
     for packing in (False, True):
-        with pytest.raises(ValueError, match="older pack_dataset.*remove_unused_columns=False"):
-            DataCollatorForCausalLM(tokenizer, max_length=8, packing=packing)([old_row])
+        batch = DataCollatorForCausalLM(tokenizer, max_length=8, packing=packing)([old_row])
+        assert batch["labels"].tolist() == [[-100, 6, 7, -100, 9, -100, -100, -100]]
+        assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1, 2]]
     kept = DataCollatorForCausalLM(tokenizer, max_length=8)([{**old_row, "position_ids": [0, 1, 2, 0, 1]}])
     assert kept["labels"].tolist() == [[-100, 6, 7, -100, 9, -100, -100, -100]]
 
@@ -187,8 +190,9 @@ def test_prepacked_row_longer_than_max_length_is_refused(tokenizer):
     assert DataCollatorForCausalLM(tokenizer)([row])["input_ids"].shape == (1, 10)  # no max_length: as wide as it
 
 
-def test_cache_holds_at_most_4_5_bytes_per_token(tmp_path):
-    """ids (int32) and seq_lengths only: about 4 bytes per token in the Arrow cache the map writes."""
+def test_cache_holds_at_most_6_5_bytes_per_token(tmp_path):
+    """ids (int32), document numbers (int16 for rows of 2048) and seq_lengths: about 6 bytes per token
+    in the Arrow cache the map writes."""
     rng = np.random.default_rng(0)
     lengths = rng.integers(50, 1200, 400)  # (D,) ~250k tokens
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
@@ -198,7 +202,7 @@ def test_cache_holds_at_most_4_5_bytes_per_token(tmp_path):
     written = sum(os.path.getsize(f["filename"]) for f in packed.cache_files)
     assert str(tmp_path) in packed.cache_files[0]["filename"]  # the map's own cache file, on disk
     assert sum(map(len, packed["input_ids"])) == int(lengths.sum())
-    assert written / int(lengths.sum()) <= 4.5
+    assert written / int(lengths.sum()) <= 6.5
 
 
 @pytest.mark.parametrize(

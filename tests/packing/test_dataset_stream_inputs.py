@@ -41,7 +41,7 @@ def test_hostile_documents_in_a_stream_are_refused_by_name(case, typed):
 @pytest.mark.parametrize("typed", [True, False], ids=["typed", "inferred"])
 def test_a_one_token_document_is_kept_as_its_own_piece(typed):
     assert list(pack_dataset(_stream([{"input_ids": [5]}], typed), max_length=4)) == [
-        {"input_ids": [5], "seq_lengths": [1]}
+        {"input_ids": [5], "attention_mask": [2], "seq_lengths": [1]}
     ]
 
 
