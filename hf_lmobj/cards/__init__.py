@@ -12,15 +12,18 @@ Example:
     (['eval_perplexity'], ['train_runtime'])
 """
 
-from hf_lmobj.cards.data import build_card_data, eval_results_entries, split_metrics
-from hf_lmobj.cards.writer import LOSS_CURVE_NAME, plot_loss_curve, write_eval_results, write_model_card
+from hf_lmobj.cards.data import build_card_data, check_results, eval_results_entries, left_out_results, split_metrics
+from hf_lmobj.cards.writer import LEFT_OUT_LINE, LOSS_CURVE_NAME, plot_loss_curve, write_eval_results, write_model_card
 
 __all__ = [
     "write_model_card",
     "plot_loss_curve",
     "write_eval_results",
     "LOSS_CURVE_NAME",
+    "LEFT_OUT_LINE",
     "split_metrics",
+    "left_out_results",
+    "check_results",
     "build_card_data",
     "eval_results_entries",
 ]

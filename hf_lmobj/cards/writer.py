@@ -5,7 +5,9 @@ recipe does, after it has written ``metrics.json``). The card is a ``huggingface
 per objective) whose YAML front matter carries the library, license, datasets, tags and a
 ``model-index`` with the evaluation results, so the Hub shows them and ``ModelCard.load`` parses them.
 Beside it, ``.eval_results/<task_id>.yaml`` holds the perplexity and bits per byte in the Hub's
-newer results format (https://huggingface.co/docs/hub/eval-results), with the same values.
+newer results format (https://huggingface.co/docs/hub/eval-results), with the same values, merged into
+what is there. Every file is written atomically (:mod:`hf_lmobj.files`), and only once every input and
+every results file already there has been checked, so a refusal leaves the folder as it was.
 
 Example:
     >>> import tempfile
@@ -22,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import datetime
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,18 +34,21 @@ from huggingface_hub import ModelCard
 
 from hf_lmobj.cards.data import (
     EVAL_RESULTS_SOURCE_URL,
+    _check_date,
+    _sort_metrics,
     build_card_data,
     eval_results_entries,
     format_value,
     framework_versions,
     merge_foreign_card_data,
-    split_metrics,
 )
+from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.shipped import shipped_folder
 
 __all__ = [
     "EVAL_RESULTS_DIR",
+    "LEFT_OUT_LINE",
     "LOSS_CURVE_NAME",
     "plot_loss_curve",
     "write_eval_results",
@@ -51,6 +57,8 @@ __all__ = [
 
 LOSS_CURVE_NAME = "loss_curve.png"
 EVAL_RESULTS_DIR = ".eval_results"
+#: The "Additional information" line of a card that lists the results left out of its model-index.
+LEFT_OUT_LINE = "not in the model-index"
 
 
 def _curve(log_history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -62,16 +70,22 @@ def _curve(log_history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[flo
             continue
         if "step" not in entry:
             raise ValueError(f"log_history[{index}] has {key!r} but no 'step'; pass trainer.state.log_history")
-        steps.append(float(entry["step"]))
-        values.append(float(entry[key]))
+        steps.append(_real(entry["step"], f"log_history[{index}]['step']"))
+        values.append(_real(entry[key], f"log_history[{index}][{key!r}]"))
     return steps, values
+
+
+def _real(value: Any, field: str) -> float:
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
+        raise TypeError(f"{field} must be a real number, got {type(value).__name__}: {value!r}")
+    return float(value)
 
 
 def plot_loss_curve(log_history: Sequence[Mapping[str, Any]], path: str | Path, *, title: str | None = None) -> Path:
     """Draw training loss (``loss``) and, if present, eval loss (``eval_loss``) against the step.
 
     ``log_history`` is ``trainer.state.log_history``. Drawn with the Agg canvas directly (no pyplot,
-    no global backend switch).
+    no global backend switch); the PNG is written atomically.
 
     >>> import tempfile
     >>> png = plot_loss_curve([{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0}], f"{tempfile.mkdtemp()}/c.png")
@@ -99,8 +113,8 @@ def plot_loss_curve(log_history: Sequence[Mapping[str, Any]], path: str | Path, 
     axes.legend()
     figure.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png")
+    with atomic_output(path) as tmp:
+        figure.savefig(tmp, format="png")
     return path
 
 
@@ -110,27 +124,102 @@ def write_eval_results(
     """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
 
     ``results`` as :func:`.data.split_metrics` returns them (the model-index's own);
-    ``date`` defaults to today (UTC). Files an earlier hf_lmobj run wrote there are replaced (or
-    removed); other files (results added by hand or by another tool) are kept.
+    ``date`` defaults to today (UTC). Each file is merged, never overwritten: an entry is identified by
+    its ``dataset`` (``id``, ``task_id``, ``revision``), i.e. dataset, metric and split; an entry
+    hf_lmobj wrote (its ``source.url``) for an identity written now is replaced in place, and every other
+    entry (by hand, by another tool, or ours for another dataset, metric or split) is kept as it is. A
+    file that is not UTF-8, not valid YAML or not a list of entries is refused by name (``ValueError``)
+    before anything is written. Returns the files written.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> mine = {"eval_perplexity": ("perplexity", "Perplexity", "validation", 9.5)}
+        >>> theirs = "- {dataset: {id: a/b, task_id: perplexity}, value: 3}"  # another tool's entry
+        >>> write_atomic(out / ".eval_results" / "perplexity.yaml", theirs)
+        >>> [p.name for p in write_eval_results(out, mine, "python-stdlib", date="2026-01-15")]
+        ['perplexity.yaml']
+        >>> [e["value"] for e in yaml.safe_load((out / ".eval_results" / "perplexity.yaml").read_text())]
+        [3, 9.5]
     """
-    date = date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    planned = _plan_eval_results(output_dir, results, dataset_name, date)
+    for path, text in planned:
+        write_atomic(path, text)
+    return [path for path, _ in planned]
+
+
+def _plan_eval_results(
+    output_dir: str | Path, results: Mapping[str, tuple], dataset_name: str, date: str | None
+) -> list[tuple[Path, str]]:
+    """The results files to write, ``(path, text)``, merged with what is there; every check done, nothing written."""
+    date = _check_date(date) if date is not None else datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     folder = Path(output_dir) / EVAL_RESULTS_DIR
-    for old in sorted(folder.glob("*.yaml")) if folder.is_dir() else ():
-        entries = yaml.safe_load(old.read_text(encoding="utf-8"))
-        if isinstance(entries, list) and entries and all(_is_ours(entry) for entry in entries):
-            old.unlink()
-    written = []
+    planned = []
     for task_id, entries in eval_results_entries(results, dataset_name, date=date).items():
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{task_id}.yaml"
-        path.write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), encoding="utf-8")
-        written.append(path)
-    return written
+        merged = _merge_entries(_read_results_file(path), entries)
+        text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+        _check_encodable(text, path)
+        planned.append((path, text))
+    return planned
+
+
+def _read_results_file(path: Path) -> list:
+    """The entries of a results file already there ([] for none or an empty file); refused by name when unreadable."""
+    if not path.exists():
+        return []
+    fix = "fix it or move it away: it is never overwritten"
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}); {fix}") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not valid YAML ({str(error).splitlines()[0]}); {fix}") from None
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ValueError(f"{path} holds a {type(entries).__name__}, not a list of results entries; {fix}")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: entry {i} is a {type(entry).__name__}, not a results entry (a mapping); {fix}")
+    return entries
+
+
+def _identity(entry: dict) -> tuple | None:
+    """What one results entry measures: ``(dataset id, task_id, revision)``; None where it has no dataset."""
+    dataset = entry.get("dataset")
+    if not isinstance(dataset, dict) or "id" not in dataset or "task_id" not in dataset:
+        return None
+    return (str(dataset["id"]), str(dataset["task_id"]), str(dataset.get("revision", "")))
+
+
+def _merge_entries(existing: list, new: list[dict]) -> list:
+    """``existing`` with our entries of the identities in ``new`` replaced in place (the first) or dropped (more)."""
+    fresh = {_identity(entry): entry for entry in new}
+    merged = []
+    for entry in existing:
+        identity = _identity(entry)
+        if _is_ours(entry) and identity in fresh:
+            if fresh[identity] is not None:
+                merged.append(fresh[identity])
+                fresh[identity] = None  # placed; a second stale copy of ours is dropped
+            continue
+        merged.append(entry)
+    return merged + [entry for entry in fresh.values() if entry is not None]
 
 
 def _is_ours(entry: Any) -> bool:
     source = entry.get("source") if isinstance(entry, dict) else None
     return isinstance(source, dict) and source.get("url") == EVAL_RESULTS_SOURCE_URL
+
+
+def _check_encodable(text: str, path: Path) -> None:
+    """Refuse (by file) a text UTF-8 cannot hold, before any file is written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{path}: the text cannot be written as UTF-8 (a lone surrogate at position {error.start}: "
+                         f"{text[error.start : error.end]!r}); clean the names and values passed in") from None  # fmt: skip
 
 
 def write_model_card(
@@ -149,13 +238,18 @@ def write_model_card(
 ) -> ModelCard:
     """Render ``<output_dir>/README.md`` (and ``loss_curve.png`` when ``log_history`` has losses).
 
-    Also writes ``.eval_results/<task_id>.yaml`` (:func:`write_eval_results`) for its perplexity and
-    bits per byte, the values of the card's ``model-index``.
+    Also writes ``.eval_results/<task_id>.yaml`` (:func:`write_eval_results`, merged) for its perplexity and
+    bits per byte, the values of the card's ``model-index``. Results :func:`.data.split_metrics` keeps
+    out of the model-index (NaN: nothing measured; a second figure of the same metric and split) are
+    named with the reason under "Additional information" (the line :data:`LEFT_OUT_LINE`), and stay in
+    the statistics table. Every input and every results file already there is checked first; then the
+    PNG, ``README.md`` and the results files are each written atomically.
 
     Args:
         output_dir: the run's output folder (created if missing).
         objective: a word of :data:`hf_lmobj.objectives.OBJECTIVES`; its spec picks the template.
-        metrics: the run's final metrics (e.g. ``trainer.evaluate()``'s, or ``metrics.json``'s); numbers only.
+        metrics: the run's final metrics (e.g. ``trainer.evaluate()``'s, or ``metrics.json``'s); real numbers
+            only (numpy scalars too; None, strings and bools are refused by key).
         hyperparameters: objective and training settings shown in the card (masking rates, noise
             density, span length, packing efficiency, learning rate, ...).
         model_name: the model's name (card title and model-index name).
@@ -181,15 +275,17 @@ def write_model_card(
     template = Path(template_dir or shipped_folder("model_cards")) / f"{spec.template}.md"
     if not template.is_file():
         raise FileNotFoundError(f"model-card template {template} not found; pass template_dir=<folder with it>")
-    results, stats = split_metrics(metrics)
+    results, stats, left_out = _sort_metrics(metrics)
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    loss_curve = None
-    if log_history is not None and any(_curve(log_history, key)[0] for key in ("loss", "eval_loss")):
-        loss_curve = plot_loss_curve(log_history, output_dir / LOSS_CURVE_NAME, title=model_name).name
+    has_curve = log_history is not None and any(_curve(log_history, key)[0] for key in ("loss", "eval_loss"))
+    eval_files = _plan_eval_results(output_dir, results, dataset_name, None)  # existing files checked here
     card_data = build_card_data(spec, objective, results, model_name=model_name, dataset_name=dataset_name,
                                 base_model=base_model, license=license)  # fmt: skip
     card_data = merge_foreign_card_data(card_data, output_dir / "README.md")
+    extra = dict(extra or {})
+    if left_out:
+        notes = "; ".join(f"{key} = {format_value(metrics[key])} ({why})" for key, why in left_out.items())
+        extra[LEFT_OUT_LINE] = f"{extra[LEFT_OUT_LINE]}; {notes}" if LEFT_OUT_LINE in extra else notes
     card = ModelCard.from_template(
         card_data,
         template_path=str(template),
@@ -201,10 +297,15 @@ def write_model_card(
         results=[(name, split, format_value(value)) for _, name, split, value in results.values()],
         stats={key: format_value(value) for key, value in stats.items()},
         hyperparameters={key: format_value(value) for key, value in hyperparameters.items()},
-        loss_curve=loss_curve,
+        loss_curve=LOSS_CURVE_NAME if has_curve else None,
         versions=framework_versions(),
-        extra={key: format_value(value) for key, value in (extra or {}).items()},
+        extra={key: format_value(value) for key, value in extra.items()},
     )
-    card.save(output_dir / "README.md")
-    write_eval_results(output_dir, results, dataset_name)
+    text = str(card)
+    _check_encodable(text, output_dir / "README.md")
+    if has_curve:
+        plot_loss_curve(log_history, output_dir / LOSS_CURVE_NAME, title=model_name)
+    write_atomic(output_dir / "README.md", text)  # what card.save writes (newline="": no translation)
+    for path, text in eval_files:
+        write_atomic(path, text)
     return card

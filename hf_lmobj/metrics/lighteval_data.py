@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hf_lmobj.files import write_atomic
 from hf_lmobj.metrics.sums import (
     bits_per_byte_from_sums,
     byte_perplexity_from_sums,
     count_words,
+    total_nll,
     word_perplexity_from_sums,
 )
 
@@ -61,10 +64,23 @@ def check_name(value: Any, field: str) -> str:
     return value
 
 
+def _check_encodable(text: str, where: str) -> None:
+    """Refuse a text UTF-8 cannot hold (a lone surrogate, e.g. half of an emoji cut from ``"\\ud83d\\ude00"``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{where} holds {text[error.start : error.end]!r} at position {error.start}, a lone surrogate UTF-8 "
+            "cannot encode; clean the text (e.g. text.encode('utf-8', 'replace').decode())"
+        ) from None
+
+
 def write_text_dataset(texts: Sequence[str], folder: str | os.PathLike, split: str = "test") -> Path:
     """Write ``texts`` to ``folder/<split>.jsonl`` (``{"text": ...}`` per line, UTF-8); return the file.
 
-    Refuses an empty list, a text that is not a non-empty string, and an existing file (never overwritten).
+    Refuses an empty list, a text that is not a non-empty string or that UTF-8 cannot encode (a lone
+    surrogate, named by index), and an existing file (never overwritten), all before writing; the file
+    is written atomically, so it is either whole or absent.
 
     Example:
         >>> import tempfile
@@ -79,10 +95,11 @@ def write_text_dataset(texts: Sequence[str], folder: str | os.PathLike, split: s
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text:
             raise ValueError(f"texts[{i}] must be a non-empty string (a document to score), got {text!r}")
+        _check_encodable(text, f"texts[{i}]")
     path = Path(folder) / f"{split}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x", encoding="utf-8") as f:  # "x": an existing file is an error, not overwritten
-        f.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; write_text_dataset never overwrites: pass another folder or remove it")
+    write_atomic(path, "".join(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts))
     return path
 
 
@@ -95,6 +112,7 @@ def document_text(line: Mapping[str, Any], text_column: str = "text", where: str
     text = line[text_column]
     if not isinstance(text, str) or not text:
         raise ValueError(f"{where}: {text_column!r} must be a non-empty string (a document to score), got {text!r}")
+    _check_encodable(text, f"{where}: {text_column!r}")
     return text
 
 
@@ -122,11 +140,13 @@ def check_text_dataset(data_path: str | os.PathLike, split: str = "test", text_c
     if others:
         raise ValueError(f"datasets would read {others} into the {split!r} split beside {path.name}; move them out")
     count = 0
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:  # lines split on b"\n" only, as datasets' JSON lines reader does
         for number, raw in enumerate(f, start=1):
             where = f"{path}:{number}"
             try:
-                line = json.loads(raw)
+                line = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where} is not UTF-8 text (byte {error.start} of the line)") from None
             except json.JSONDecodeError as error:
                 raise ValueError(f"{where} is not a JSON object ({error.msg}); one object per line") from None
             document_text(line, text_column, where)
@@ -153,8 +173,33 @@ class TextSums(NamedTuple):
 
 
 def text_sums(text: str, logprobs: Sequence[float]) -> TextSums:
-    """The sums of one scored document: ``nll = -sum(logprobs)``, bytes and words of ``text``."""
-    return TextSums(-math.fsum(logprobs), len(text.encode("utf-8")), count_words(text))
+    """The sums of one scored document: ``nll = -sum(logprobs)``, bytes and words of ``text``.
+
+    ``logprobs`` are natural-log probabilities, each a real ``<= 0`` (``-inf`` allowed: an impossible
+    token makes the NLL ``inf``, as does a sum beyond the largest float); at least one. ``text`` must
+    be a non-empty string UTF-8 can encode.
+
+    Example:
+        >>> text_sums("a b", [-1e308, -1e308])
+        TextSums(nll=inf, num_bytes=3, num_words=2)
+        >>> text_sums("a", [0.5])
+        Traceback (most recent call last):
+        ...
+        ValueError: logprobs[0] is 0.5; a log-probability must be <= 0 (natural log)
+    """
+    text = document_text({"text": text}, "text", "text_sums")
+    if isinstance(logprobs, (str, bytes)) or not isinstance(logprobs, Sequence):
+        raise TypeError(f"logprobs must be a list of log-probabilities, got {type(logprobs).__name__}")
+    if not logprobs:
+        raise ValueError("logprobs is empty: the document was not scored; pass its token log-probabilities")
+    nll = []
+    for i, value in enumerate(logprobs):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"logprobs[{i}] must be a real number (a log-probability), got {value!r}")
+        if math.isnan(value) or value > 0:
+            raise ValueError(f"logprobs[{i}] is {value}; a log-probability must be <= 0 (natural log)")
+        nll.append(-float(value) + 0.0)
+    return TextSums(total_nll(nll), len(text.encode("utf-8")), count_words(text))
 
 
 def corpus_figure(name: str, items: Sequence[TextSums]) -> float:
@@ -164,6 +209,11 @@ def corpus_figure(name: str, items: Sequence[TextSums]) -> float:
     ``word_perplexity = exp(sum nll / sum words)``; an empty list, a NaN or a zero count is refused.
     """
     name = check_choice(name, "figure", FIGURES)
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TypeError(f"items must be a list of TextSums (text_sums), got {type(items).__name__}")
+    for i, item in enumerate(items):
+        if not isinstance(item, TextSums):
+            raise TypeError(f"items[{i}] must be a TextSums (text_sums), got {type(item).__name__}")
     nll = [item.nll for item in items]
     if name == "word_perplexity":
         return word_perplexity_from_sums(nll, [item.num_words for item in items])

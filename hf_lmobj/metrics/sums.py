@@ -7,7 +7,8 @@ sum tokens)``, ``bits_per_byte = sum nll / sum bytes / ln 2``; lm-eval's ``byte_
 nll / sum bytes)`` and ``word_perplexity = exp(sum nll / sum words)``, its words being
 :func:`count_words` (``len(re.split(r"\\s+", text))``). Every entry is checked before any cast
 (``TypeError`` for a value that is not a number, ``ValueError`` for a bad value or length), and an
-overflowing ``exp`` is ``inf``. Lists, tuples, numpy arrays and 1-D tensors are accepted, yet torch is
+overflowing ``exp`` is ``inf``; a total beyond the largest float is exact where the figure is finite
+(:func:`nll_per_unit`) and ``inf`` where it is not (:func:`total_nll`), never an ``OverflowError``. Lists, tuples, numpy arrays and 1-D tensors are accepted, yet torch is
 never imported here (a tensor is recognised once its caller has imported torch). :class:`SumsMetric`
 gives an ``evaluate`` metric these checks on ``compute`` / ``add_batch`` / ``add``; with texts as
 ``predictions`` (and a model) :func:`sums_from_compute_args` gets the sums from the metric's
@@ -27,7 +28,9 @@ import math
 import numbers
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from fractions import Fraction
 from typing import Any
 
 __all__ = [
@@ -40,6 +43,8 @@ __all__ = [
     "check_window_lengths",
     "check_sums",
     "exp_or_inf",
+    "total_nll",
+    "nll_per_unit",
     "perplexity_from_sums",
     "bits_per_byte_from_sums",
     "byte_perplexity_from_sums",
@@ -51,6 +56,8 @@ __all__ = [
 
 #: What to do about an entry that scored nothing (it has no perplexity).
 EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"
+#: The largest count a metric's int64 feature holds.
+INT64_MAX = 2**63 - 1
 
 
 def count_words(text: str) -> int:
@@ -92,7 +99,9 @@ def check_flag(value: Any, field: str) -> bool:
 def _as_list(values: Any, field: str) -> list:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
         raise TypeError(f"{field} must be a list with one entry per text, got {type(values).__name__}")
-    shape = tuple(getattr(values, "shape", (len(values),)))
+    if isinstance(values, (AbstractSet, Mapping)):  # no order (a set also merges equal entries)
+        raise TypeError(f"{field} must be a list with one entry per text, in order; got a {type(values).__name__}")
+    shape = tuple(values.shape) if hasattr(values, "shape") else (len(values),)
     if len(shape) != 1:
         raise ValueError(f"{field} must be 1-D (one entry per text), got shape {shape}")
     torch = _torch()
@@ -132,9 +141,16 @@ def check_nll_sums(values: Any, field: str = "nll") -> list[float]:
         value = _scalar(value)
         if _is_bool(value) or not isinstance(value, numbers.Real):
             raise TypeError(f"{field}[{i}] must be a number (a summed negative log-likelihood in nats), got {value!r}")
-        if math.isnan(value) or value < 0:
+        try:
+            number = float(value) + 0.0  # + 0.0: -0.0 becomes 0.0
+        except OverflowError:  # an int or Fraction beyond the largest float
+            raise ValueError(
+                f"{field}[{i}] is beyond the largest float ({sys.float_info.max:.4g}); pass float('inf') for a text "
+                "the model cannot produce"
+            ) from None
+        if math.isnan(number) or number < 0:
             raise ValueError(f"{field}[{i}] is {value}; it must be a summed negative log-likelihood >= 0 (nats)")
-        out.append(float(value))
+        out.append(number)
     return out
 
 
@@ -195,28 +211,79 @@ def exp_or_inf(x: float) -> float:
         return math.inf
 
 
+def total_nll(nll: Sequence[float]) -> float:
+    """The corpus NLL ``sum nll`` of checked sums (:func:`check_nll_sums`), correctly rounded; ``inf`` beyond a float.
+
+    ``math.fsum`` raises ``OverflowError`` once a partial sum passes the largest float, even with an
+    ``inf`` among the entries; the total of such a corpus is ``inf`` here.
+
+    Example:
+        >>> total_nll([0.1, 0.2]), total_nll([1e308, 1e308]), total_nll([math.inf, 1e308, 1e308])
+        (0.30000000000000004, inf, inf)
+    """
+    if any(math.isinf(value) for value in nll):
+        return math.inf
+    try:
+        return math.fsum(nll)
+    except OverflowError:
+        return math.inf
+
+
+def nll_per_unit(nll: Sequence[float], counts: Sequence[int], scale: float = 1.0) -> float:
+    """``sum nll / scale / sum counts`` of checked sums (``counts`` >= 1 each): exact where a float total overflows.
+
+    ``scale`` is a positive unit change (``ln 2`` for bits). A total NLL beyond the largest float, or a
+    total count beyond it, is divided exactly (as fractions), so the ratio is right whenever it is
+    itself a float; ``inf`` where it is not, or where an entry is ``inf``.
+
+    Example:
+        >>> nll_per_unit([1e308, 1e308], [10**10, 10**10]), nll_per_unit([1e308, 1e308], [1, 1])
+        (1e+298, 1e+308)
+        >>> nll_per_unit([1.5e308, 1.5e308], [1, 1], scale=math.log(2)), nll_per_unit([math.inf], [1])
+        (inf, inf)
+        >>> nll_per_unit([3.0], [10**400])
+        0.0
+    """
+    if any(math.isinf(value) for value in nll):
+        return math.inf
+    count = sum(counts)
+    try:
+        return math.fsum(nll) / scale / count
+    except OverflowError:  # fsum's intermediate overflow, or a count too large to convert to a float
+        exact = sum((Fraction(value) for value in nll), Fraction(0)) / Fraction(scale) / count
+        try:
+            return float(exact)
+        except OverflowError:
+            return math.inf
+
+
 def perplexity_from_sums(nll: Sequence[float], num_tokens: Sequence[int]) -> float:
-    """Corpus perplexity ``exp(sum nll / sum num_tokens)`` (token-weighted, not a mean of ratios); inf on overflow."""
+    """Corpus perplexity ``exp(sum nll / sum num_tokens)`` (token-weighted, not a mean of ratios); inf on overflow.
+
+    Example:
+        >>> perplexity_from_sums([1e308, 1e308], [1, 1]), perplexity_from_sums([math.inf, 1.0], [2, 2])
+        (inf, inf)
+    """
     nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
-    return exp_or_inf(math.fsum(nll) / sum(num_tokens))
+    return exp_or_inf(nll_per_unit(nll, num_tokens))
 
 
 def bits_per_byte_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
-    """Corpus bits per byte ``sum nll / ln 2 / sum num_bytes`` (bytes of the original UTF-8 text)."""
+    """Corpus bits per byte ``sum nll / ln 2 / sum num_bytes`` (bytes of the original UTF-8 text); inf beyond a float."""
     nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
-    return math.fsum(nll) / math.log(2) / sum(num_bytes)
+    return nll_per_unit(nll, num_bytes, math.log(2))
 
 
 def byte_perplexity_from_sums(nll: Sequence[float], num_bytes: Sequence[int]) -> float:
     """lm-eval's ``byte_perplexity``, ``exp(sum nll / sum num_bytes)`` (``2 ** bits_per_byte``); inf on overflow."""
     nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
-    return exp_or_inf(math.fsum(nll) / sum(num_bytes))
+    return exp_or_inf(nll_per_unit(nll, num_bytes))
 
 
 def word_perplexity_from_sums(nll: Sequence[float], num_words: Sequence[int]) -> float:
     """lm-eval's ``word_perplexity``, ``exp(sum nll / sum num_words)`` (words: :func:`count_words`)."""
     nll, num_words = check_sums(nll, num_words, "num_words")
-    return exp_or_inf(math.fsum(nll) / sum(num_words))
+    return exp_or_inf(nll_per_unit(nll, num_words))
 
 
 #: The ``compute`` / ``add_batch`` keywords that go to :func:`.scoring.score_texts` with ``predictions``.
@@ -262,6 +329,8 @@ class SumsMetric:
                 raise ValueError(
                     f"nll ({len(sums['nll'])}) and {name} ({len(sums[name])}) must have one entry per text each"
                 )
+        for name in (self.count_name, *self.optional_counts):
+            _check_int64(sums[name], name)
         return sums
 
     def compute(self, *, predictions=None, references=None, **kwargs):
@@ -291,6 +360,14 @@ class SumsMetric:
         return super().add(**{name: values[0] for name, values in one.items()}, **kwargs)
 
 
+def _check_int64(counts: Sequence[int], field: str) -> None:
+    """Counts the metric's int64 features can hold (pyarrow would fail deep inside on a larger one)."""
+    for i, count in enumerate(counts):
+        if count > INT64_MAX:
+            raise ValueError(f"{field}[{i}] is {count}, beyond the metric's int64 counts (at most {INT64_MAX}); "
+                             "split the text, or use the *_from_sums functions, which take any count")  # fmt: skip
+
+
 def sums_from_compute_args(
     predictions,
     references,
@@ -304,8 +381,16 @@ def sums_from_compute_args(
     With ``predictions`` (texts) and a model, the texts are scored by ``score_texts`` (the signature of
     :func:`.scoring.score_texts`) and their sums returned in
     ``kwargs`` (with ``optional_counts`` taken from the scores too); without, ``kwargs`` already hold
-    the sums and are returned as they are. Checks that exactly one way in is used.
+    the sums and are returned as they are. Checks that exactly one way in is used, and that every
+    keyword is one of them (a misspelt ``num_token=`` is refused by name, not met by ``evaluate`` later).
     """
+    sums = ("nll", count_name, *optional_counts)
+    unknown = sorted(str(k) for k in kwargs if k not in (*sums, *MODEL_KWARGS))
+    if unknown:
+        raise TypeError(
+            f"unknown keyword(s) {unknown}; this metric takes the sums {'=, '.join(sums)}=, or predictions=<texts> "
+            f"with {'=, '.join(MODEL_KWARGS)}="
+        )
     model_kwargs = {k: kwargs.pop(k) for k in MODEL_KWARGS if k in kwargs}
     if references is not None:
         raise ValueError(f"this metric takes no references; pass predictions=texts or nll=/{count_name}=")

@@ -55,7 +55,16 @@ def baseline_key(name: str) -> str:
 
 
 def score_validation_texts(model, tokenizer, texts, data_args, report_args, progress: bool) -> dict[str, float]:
-    """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows, a tqdm bar)."""
+    """Corpus perplexity and bits per byte of raw texts (every token scored once, strided windows, a tqdm bar).
+
+    These ``validation_*`` figures are the ones the model-index and ``.eval_results`` keep (the whole
+    held-out text, each token with its context), over ``Trainer.evaluate``'s ``eval_*`` of the same
+    metric (:func:`hf_lmobj.cards.split_metrics`). A text with no token to score (empty, or a lone token
+    without a start token) is skipped and counted (``validation_skipped_texts``), its bytes left out too;
+    no text to score at all is a ``ValueError``.
+    """
+    if not texts:
+        raise ValueError("there is no validation text to score; check the held-out split of the data")
     window = report_args.score_max_length or data_args.max_length
     stride = report_args.score_stride or max(window // 2, 1)
     scores = score_texts(
@@ -67,12 +76,17 @@ def score_validation_texts(model, tokenizer, texts, data_args, report_args, prog
         batch_size=report_args.score_batch_size,
         progress=progress,
     )
-    nll, tokens, num_bytes = ([getattr(s, name) for s in scores] for name in ("nll", "num_tokens", "num_bytes"))
+    scored = [s for s in scores if s.num_tokens > 0]
+    if not scored:
+        raise ValueError(f"none of the {len(texts)} validation texts has a token to score (empty texts?)")
+    nll, tokens, num_bytes = ([getattr(s, name) for s in scored] for name in ("nll", "num_tokens", "num_bytes"))
+    skipped = {"validation_skipped_texts": len(scores) - len(scored)} if len(scored) < len(scores) else {}
     return {
         "validation_perplexity": perplexity_from_sums(nll, tokens),
         "validation_bits_per_byte": bits_per_byte_from_sums(nll, num_bytes),
         "validation_tokens": sum(tokens),
         "validation_bytes": sum(num_bytes),
+        **skipped,
     }
 
 
