@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sysconfig
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,13 +154,32 @@ def build_tokenizer(
         return PreTrainedTokenizerFast.from_pretrained(folder)
     texts = load_stdlib_corpus(validation_fraction, max_documents)["train"]["text"]
     tokenizer = _train_byte_level_bpe(texts, vocab_size)
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    tokenizer.save_pretrained(tmp)
+    _publish_tokenizer(tokenizer, folder)
+    return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def _publish_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
+    """Save ``tokenizer`` into a temporary sibling of ``folder`` of its own, then rename it to ``folder`` (atomic).
+
+    The temporary name is unique (pid and a random part: two containers may share a pid and a cache),
+    so no two writers ever share one. When another process has published ``folder`` first (the same
+    tokenizer: the key is the recipe), its copy is kept and this one removed; a ``folder`` that holds no
+    ``tokenizer.json`` is not a cache entry and is refused by name.
+    """
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        tmp.rename(folder)
-    except OSError:  # another process won the race; its copy is identical
-        pass
-    return PreTrainedTokenizerFast.from_pretrained(folder if folder.exists() else tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process won the race (its copy is identical), or folder is not a cache entry
+            if not (folder / "tokenizer.json").is_file():
+                raise ValueError(
+                    f"{folder} is in the tokenizer cache but holds no tokenizer.json (not written by build_tokenizer); "
+                    "remove that folder and rerun"
+                ) from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _train_byte_level_bpe(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:

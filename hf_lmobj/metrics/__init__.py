@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import uuid
 import warnings
 from pathlib import Path
+
+from hf_lmobj.files import write_atomic
 
 METRICS_DIR = Path(__file__).resolve().parent
 METRIC_NAMES = ("perplexity", "bits_per_byte")
@@ -80,7 +83,9 @@ def export_space(name: str, destination: str | Path) -> Path:
     The folder holds the metric script, ``README.md``, ``app.py``, ``requirements.txt`` and the core
     files ``sums.py`` and ``scoring.py`` (written from the package's, not copied from the folder) as real
     files; package files such as ``__init__.py`` and caches are left out. It runs with evaluate,
-    datasets, torch and transformers alone, ready to upload.
+    datasets, torch and transformers alone, ready to upload. The folder is built beside its place and
+    renamed into it once complete: a failed export leaves nothing at ``destination/<name>``. An existing
+    ``destination/<name>`` is never overwritten (``FileExistsError``).
 
     Example:
         >>> import tempfile
@@ -92,11 +97,20 @@ def export_space(name: str, destination: str | Path) -> Path:
     if missing:
         raise FileNotFoundError(f"metric folder {source} lacks {missing}; reinstall hf_lmobj")
     target = Path(destination) / name
-    target.mkdir(parents=True)
-    for file in (*SPACE_FILES, f"{name}.py"):
-        shutil.copyfile(source / file, target / file)
-    for core in CORE_NAMES:
-        (target / core).write_text(space_core_text(core), encoding="utf-8")
+    if target.exists() or target.is_symlink():
+        raise FileExistsError(f"{target} exists; export_space never overwrites: pass another destination or remove it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+    tmp.mkdir()  # mode 0o777 less the umask, as target.mkdir would give
+    try:
+        for file in (*SPACE_FILES, f"{name}.py"):
+            shutil.copyfile(source / file, tmp / file)
+        for core in CORE_NAMES:
+            (tmp / core).write_text(space_core_text(core), encoding="utf-8")
+        tmp.rename(target)  # one rename: the folder appears complete or not at all
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
     return target
 
 
@@ -112,7 +126,7 @@ def sync_space_copies() -> list[Path]:
         for name in METRIC_NAMES:
             copy = metric_path(name) / core
             if not copy.is_file() or copy.read_text(encoding="utf-8") != text:
-                copy.write_text(text, encoding="utf-8")
+                write_atomic(copy, text)
                 changed.append(copy)
     return changed
 

@@ -61,6 +61,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
 )
 
+from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.models.mtp_blocks import CausalBlock, MTPModule, _initialize
 from hf_lmobj.models.mtp_targets import (
@@ -335,7 +336,12 @@ class MultiTokenPredictionModel(AuxiliaryModel):
         is_main_process: bool = True,
         **kwargs: Any,
     ) -> None:
-        """The stock model into ``save_directory``, the MTP config and weights into ``save_directory/mtp``."""
+        """The stock model into ``save_directory``, the MTP config and weights into ``save_directory/mtp``.
+
+        Each MTP file is written atomically (:mod:`hf_lmobj.files`: whole, old or new, never cut short), the
+        weights before the config, so a first save interrupted between the two leaves no config: the folder
+        then reads as holding no MTP modules rather than naming weights that are not there.
+        """
         from safetensors.torch import save_file
 
         state_dict = self.state_dict() if state_dict is None else state_dict
@@ -345,9 +351,9 @@ class MultiTokenPredictionModel(AuxiliaryModel):
         if not is_main_process:
             return
         folder = Path(save_directory) / MTP_FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / MTP_CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(self.mtp_config), indent=2) + "\n")
-        save_file(mtp_state, str(folder / MTP_WEIGHTS_NAME), metadata={"format": "pt"})
+        with atomic_output(folder / MTP_WEIGHTS_NAME) as tmp:
+            save_file(mtp_state, str(tmp), metadata={"format": "pt"})
+        write_atomic(folder / MTP_CONFIG_NAME, json.dumps(dataclasses.asdict(self.mtp_config), indent=2) + "\n")
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **kwargs: Any) -> MultiTokenPredictionModel:
