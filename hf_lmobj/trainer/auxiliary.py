@@ -59,6 +59,7 @@ from transformers import Trainer
 from transformers.trainer import TRAINING_ARGS_NAME
 
 from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.files import atomic_output
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel
@@ -267,7 +268,8 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
         tokenizer = self.processing_class or getattr(self.data_collator, "tokenizer", None)
         if tokenizer is not None:
             tokenizer.save_pretrained(output_dir)
-        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+        with atomic_output(os.path.join(output_dir, TRAINING_ARGS_NAME)) as tmp:
+            torch.save(self.args, tmp)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         target = self.accelerator.unwrap_model(model if model is not None else self.model, keep_torch_compile=False)

@@ -26,10 +26,13 @@ metrics.json holds what was computed before the failure: ['eval_loss', 'eval_per
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from hf_lmobj.files import write_atomic
 
 __all__ = ["METRICS_NAME", "AfterTrainingError", "write_metrics", "save_trained_model", "nothing_lost"]
 
@@ -45,10 +48,17 @@ class AfterTrainingError(RuntimeError):
 
 
 def write_metrics(output_dir: str | Path, metrics: Mapping[str, Any]) -> Path:
-    """``<output_dir>/metrics.json``: ``metrics`` as indented JSON (the folder is created if missing)."""
+    """``<output_dir>/metrics.json``: ``metrics`` as indented JSON, written atomically (the folder is created if missing).
+
+    NaN and infinities, which JSON cannot hold, are written as ``null`` (a metric that could not be computed)
+    and listed under ``non_finite_metrics``.
+    """
     path = Path(output_dir) / METRICS_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(metrics), indent=2) + "\n")
+    plain = dict(metrics)
+    odd = sorted(k for k, v in plain.items() if isinstance(v, float) and not math.isfinite(v))
+    if odd:
+        plain.update({key: None for key in odd}, non_finite_metrics={key: repr(metrics[key]) for key in odd})
+    write_atomic(path, json.dumps(plain, indent=2, allow_nan=False) + "\n")
     return path
 
 

@@ -19,7 +19,7 @@ import evaluate
 # the Space needs no hf_lmobj. SumsMetric (from .scoring) scores texts with score_texts.
 # No comment on an import line: evaluate would read it as a URL to download.
 from .scoring import SumsMetric
-from .sums import bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums
+from .sums import bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums, total_nll
 
 __all__ = ["BitsPerByte"]
 
@@ -108,7 +108,7 @@ class BitsPerByte(SumsMetric, evaluate.Metric):
         return {
             "bits_per_byte": bits_per_byte_from_sums(nll, num_bytes),
             "byte_perplexity": byte_perplexity_from_sums(nll, num_bytes),
-            "nll": math.fsum(nll),
+            "nll": total_nll(nll),
             "num_bytes": sum(num_bytes),
             "bits_per_byte_per_text": [value / math.log(2) / count for value, count in zip(nll, num_bytes)],
         }

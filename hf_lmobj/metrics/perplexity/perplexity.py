@@ -10,8 +10,6 @@ folder loads with ``evaluate.load(<folder>)`` without hf_lmobj installed.
 
 from __future__ import annotations
 
-import math
-
 import datasets
 import evaluate
 
@@ -19,7 +17,7 @@ import evaluate
 # the Space needs no hf_lmobj. SumsMetric (from .scoring) scores texts with score_texts.
 # No comment on an import line: evaluate would read it as a URL to download.
 from .scoring import SumsMetric
-from .sums import check_sums, exp_or_inf, perplexity_from_sums, word_perplexity_from_sums
+from .sums import check_sums, exp_or_inf, perplexity_from_sums, total_nll, word_perplexity_from_sums
 
 __all__ = ["Perplexity"]
 
@@ -121,7 +119,7 @@ class Perplexity(SumsMetric, evaluate.Metric):
         return {
             **words,
             "perplexity": perplexity_from_sums(nll, num_tokens),
-            "nll": math.fsum(nll),
+            "nll": total_nll(nll),
             "num_tokens": sum(num_tokens),
             "perplexities": [exp_or_inf(value / count) for value, count in zip(nll, num_tokens)],
         }
