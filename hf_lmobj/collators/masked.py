@@ -25,7 +25,16 @@ Output keys:
     * ``token_type_ids`` when the features carry them;
     * ``masked_positions`` (only with ``return_sparse_indices=True``): int64 (K,) ascending flat
       indices into ``labels.view(-1)`` of the selected tokens, for a loss that runs the MLM head on
-      those rows only (pop it before a stock model's forward; it indexes this process's batch).
+      those rows only (pop it before a stock model's forward; it indexes this process's batch;
+      :class:`~hf_lmobj.models.electra.ElectraPretrainingModel` takes it as is).
+
+Row limit: with ``model=`` the collator knows how many positions the model reads (its
+``max_position_embeddings``, less RoBERTa's ``pad_token_id + 1`` offset) and never emits a longer
+row: without ``max_length`` a longer feature is refused by name (pass ``max_length`` to split it
+into rows, or ``pack_dataset``; nothing is ever truncated), and a ``max_length`` or a
+``pad_to_multiple_of`` that would exceed the limit is refused too. Without ``model=`` the
+tokenizer's ``model_max_length`` (when it is a real limit, not transformers' 1e30 placeholder)
+bounds the features collated without ``max_length`` in the same way.
 
 Example:
     >>> from hf_lmobj.corpus import build_tokenizer
@@ -36,19 +45,31 @@ Example:
     (['attention_mask', 'input_ids', 'labels'], [[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]])
     >>> batch["labels"].tolist()  # BOS and padding are never selected
     [[300, 301, 302, 303, 304, 305], [-100, 301, -100, -100, -100, -100]]
+    >>> from transformers import BertConfig, BertForMaskedLM
+    >>> bert = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=8, num_hidden_layers=1,
+    ...     num_attention_heads=1, intermediate_size=8, max_position_embeddings=4))
+    >>> DataCollatorForMaskedLM(tok, model=bert)([[300] * 6])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: feature 0 has 6 tokens but BertForMaskedLM reads at most 4 positions per row; pass max_length=4 ...
+    >>> DataCollatorForMaskedLM(tok, model=bert, max_length=4)([[300] * 6])["input_ids"].shape  # split, not cut
+    torch.Size([2, 4])
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import numbers
+from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
+from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from hf_lmobj.collators import _masking as masking
 from hf_lmobj.collators._attention import (
@@ -69,6 +90,7 @@ from hf_lmobj.validation import (
     check_number,
     check_return_tensors,
     id_column,
+    id_sequence,
 )
 
 __all__ = ["MASK_ATTENTION", "ENCODER_PACKED_ATTENTION", "PER_TOKEN_KEYS", "ACCEPTED_KEYS", "DataCollatorForMaskedLM"]
@@ -77,6 +99,48 @@ MASK_ATTENTION = ("eager", "sdpa")
 ENCODER_PACKED_ATTENTION = ("auto", "4d_mask", "cu_seq_lens")
 PER_TOKEN_KEYS = ("special_tokens_mask", "word_ids", "token_type_ids")
 ACCEPTED_KEYS = frozenset({"input_ids", "attention_mask", "idx", "index", *PER_TOKEN_KEYS})
+
+
+@dataclass(frozen=True)
+class _RowLimits:
+    """What a model (or, without one, the tokenizer) allows a batch: see "Row limit" in the module docstring.
+
+    Attributes:
+        positions: longest row (None: no known limit).
+        source: who sets it, for messages (the model's class name, or the tokenizer's model_max_length).
+        from_model: the limit is the model's position table (a longer row fails inside its forward).
+        first_position: the model's first position id (RoBERTa: pad_token_id + 1), else 0.
+        vocab_rows: rows of the model's input embedding (None without a model).
+        type_vocab_size: the model's token-type vocabulary (None when it has none or without a model).
+    """
+
+    positions: int | None
+    source: str
+    from_model: bool = False
+    first_position: int = 0
+    vocab_rows: int | None = None
+    type_vocab_size: int | None = None
+
+    @classmethod
+    def of(cls, model: nn.Module | None, tokenizer: PreTrainedTokenizerBase) -> _RowLimits:
+        if model is None:
+            limit = getattr(tokenizer, "model_max_length", None)
+            real = (
+                isinstance(limit, numbers.Integral) and not isinstance(limit, bool) and 0 < limit < VERY_LARGE_INTEGER
+            )
+            return cls(int(limit) if real else None, f"the tokenizer (model_max_length={limit})")
+        # not at the top: hf_lmobj.models imports hf_lmobj.collators (no cycle at import time)
+        from hf_lmobj.models.stock import model_position_limit, position_limit
+
+        config = getattr(model, "config", None)
+        table = getattr(config, "max_position_embeddings", None)
+        own = position_limit(config) if config is not None else None
+        first = table - own if isinstance(table, int) and isinstance(own, int) else 0
+        embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        rows = getattr(getattr(embedding, "weight", None), "shape", (None,))[0]
+        types = getattr(config, "type_vocab_size", None)
+        limit = model_position_limit(model)
+        return cls(limit, type(model).__name__, limit is not None, max(first, 0), rows, types)
 
 
 @dataclass
@@ -101,12 +165,17 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         packed_attention: "auto" (from ``attn_implementation``), "4d_mask" (the dense mask at any
             row length) or "cu_seq_lens" (see :mod:`hf_lmobj.collators._attention`).
         return_sparse_indices: add ``masked_positions`` (flat indices of selected tokens).
-        sliding_window: packing only; a model's bidirectional half-window (ModernBERT:
+        sliding_window: packing only (refused without it, as are ``position_ids_start`` and a
+            ``packed_attention`` other than "auto"); a model's bidirectional half-window (ModernBERT:
             ``config.sliding_window``) to emit the per-layer-type mask dict it needs.
         position_ids_start: packing only; first position id (RoBERTa: ``config.pad_token_id + 1``).
+            None (default): the model's (``model=``) when packing, else 0.
         mask_dtype: dtype of the 4D additive mask (match the model's, e.g. torch.bfloat16).
         model: optional, read once and not kept: its attention implementation and (floating) dtype
-            set ``attn_implementation`` and ``mask_dtype``, as in :class:`DataCollatorForCausalLM`.
+            set ``attn_implementation`` and ``mask_dtype``, as in :class:`DataCollatorForCausalLM`;
+            its position table bounds the rows (see "Row limit" in the module docstring), its first
+            position id sets ``position_ids_start``, and a tokenizer larger than its embedding, or
+            ``token_type_ids`` past its ``type_vocab_size``, are refused.
         epoch: mixed into seeded masks; advance with :meth:`set_epoch`.
 
     With a stock Trainer, ``remove_unused_columns=True`` (its default) drops ``word_ids``,
@@ -128,51 +197,29 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     packed_attention: str = "auto"
     return_sparse_indices: bool = False
     sliding_window: int | None = None
-    position_ids_start: int = 0
+    position_ids_start: int | None = None
     mask_dtype: torch.dtype | str = torch.float32
     epoch: int = 0
     return_tensors: str = "pt"
     model: InitVar[Any] = None
 
     def __post_init__(self, model: Any) -> None:
+        if not isinstance(self.tokenizer, PreTrainedTokenizerBase):
+            raise TypeError(
+                f"tokenizer must be a transformers tokenizer (PreTrainedTokenizerBase), got {type(self.tokenizer).__name__}"
+                "; load one with AutoTokenizer.from_pretrained(...)"
+            )
+        if model is not None and not isinstance(model, nn.Module):
+            raise TypeError(
+                f"model must be the torch model the batches are for (an nn.Module), got {type(model).__name__}"
+            )
         self.attn_implementation, self.mask_dtype = attention_from_model(
             model, self.attn_implementation, self.mask_dtype
         )
-        self.mlm_probability = check_number(  # 0 would select nothing: no target, nothing trained
-            self.mlm_probability,
-            "mlm_probability",
-            0.0,
-            1.0,
-            low_open=True,
-            hint="the share of tokens selected for prediction (0 would train nothing; BERT uses 0.15)",
-        )
-        for name in ("mask_replace_prob", "random_replace_prob"):
-            setattr(self, name, check_number(getattr(self, name), name, 0.0, 1.0))
-        for name in ("whole_word_mask", "packing", "return_sparse_indices"):
-            setattr(self, name, check_flag(getattr(self, name), name))
-        if self.mask_replace_prob + self.random_replace_prob > 1 + 1e-9:
-            raise ValueError(
-                "mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay as is), "
-                f"got {self.mask_replace_prob} + {self.random_replace_prob}"
-            )
-        if self.mask_replace_prob > 0 and self.tokenizer.mask_token_id is None:
-            raise ValueError(
-                "tokenizer has no mask token; add one (tokenizer.add_special_tokens("
-                "{'mask_token': '[MASK]'})) or set mask_replace_prob=0"
-            )
+        self._check_probabilities()
         if self.tokenizer.pad_token_id is None:
             raise ValueError("tokenizer has no pad token; set tokenizer.pad_token before collating")
-        for name in ("pad_to_multiple_of", "max_length", "sliding_window"):
-            setattr(self, name, check_length(getattr(self, name), name, optional=True))
-        if self.packing and self.max_length is None:
-            raise ValueError("packing=True needs max_length (the row length to pack documents into)")
-        self.attn_implementation = check_attn_implementation(self.attn_implementation, MASK_ATTENTION)
-        if self.packed_attention not in ENCODER_PACKED_ATTENTION:
-            raise ValueError(
-                f"packed_attention must be one of {ENCODER_PACKED_ATTENTION}, got {self.packed_attention!r} "
-                "(encoders build their mask without position_ids: 'position_ids' alone would not isolate)"
-            )
-        self.position_ids_start = check_length(self.position_ids_start, "position_ids_start", minimum=0)
+        self._check_layout()
         self.return_tensors = check_return_tensors(self.return_tensors)
         dtype = self.mask_dtype
         dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
@@ -190,6 +237,90 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
                 self._word_rule_error = error
         if self.random_replace_prob > 0 and self._tables.replacement_ids.numel() == 0:
             raise ValueError("random_replace_prob > 0 but the tokenizer has no non-special token")
+        self._limits = self._read_limits(model)
+
+    def _check_probabilities(self) -> None:
+        self.mlm_probability = check_number(  # 0 would select nothing: no target, nothing trained
+            self.mlm_probability,
+            "mlm_probability",
+            0.0,
+            1.0,
+            low_open=True,
+            hint="the share of tokens selected for prediction (0 would train nothing; BERT uses 0.15)",
+        )
+        for name in ("mask_replace_prob", "random_replace_prob"):
+            setattr(self, name, check_number(getattr(self, name), name, 0.0, 1.0))
+        if self.mask_replace_prob + self.random_replace_prob > 1 + 1e-9:
+            raise ValueError(
+                "mask_replace_prob + random_replace_prob must not exceed 1 (the rest stay as is), "
+                f"got {self.mask_replace_prob} + {self.random_replace_prob}"
+            )
+        if self.mask_replace_prob > 0 and self.tokenizer.mask_token_id is None:
+            raise ValueError(
+                "tokenizer has no mask token; add one (tokenizer.add_special_tokens("
+                "{'mask_token': '[MASK]'})) or set mask_replace_prob=0"
+            )
+
+    def _check_layout(self) -> None:
+        """The flags and the row-layout arguments; the packing-only ones refused without packing."""
+        for name in ("whole_word_mask", "packing", "return_sparse_indices"):
+            setattr(self, name, check_flag(getattr(self, name), name))
+        for name in ("pad_to_multiple_of", "max_length", "sliding_window"):
+            setattr(self, name, check_length(getattr(self, name), name, optional=True))
+        if self.packing and self.max_length is None:
+            raise ValueError("packing=True needs max_length (the row length to pack documents into)")
+        self.attn_implementation = check_attn_implementation(self.attn_implementation, MASK_ATTENTION)
+        if self.packed_attention not in ENCODER_PACKED_ATTENTION:
+            raise ValueError(
+                f"packed_attention must be one of {ENCODER_PACKED_ATTENTION}, got {self.packed_attention!r} "
+                "(encoders build their mask without position_ids: 'position_ids' alone would not isolate)"
+            )
+        if self.position_ids_start is not None:
+            self.position_ids_start = check_length(self.position_ids_start, "position_ids_start", minimum=0)
+        if not self.packing:  # 0 (where padding-mode positions start anyway) and "auto" change nothing
+            given = {"sliding_window": self.sliding_window, "position_ids_start": self.position_ids_start or None}
+            given["packed_attention"] = None if self.packed_attention == "auto" else self.packed_attention
+            for name, value in given.items():
+                if value is not None:
+                    raise ValueError(
+                        f"{name}={value!r} applies to packing=True only (in padding mode the model builds its own "
+                        f"mask and position ids); drop it, or set packing=True with max_length"
+                    )
+
+    def _read_limits(self, model: nn.Module | None) -> _RowLimits:
+        """What ``model`` (else the tokenizer) bounds: row length, first position id, ids; checked against the settings."""
+        limits = _RowLimits.of(model, self.tokenizer)
+        if limits.vocab_rows is not None and len(self.tokenizer) > limits.vocab_rows:
+            raise ValueError(
+                f"the tokenizer has {len(self.tokenizer)} tokens but {limits.source}'s input embedding has "
+                f"{limits.vocab_rows} rows: its ids (and random replacements) would index past it; "
+                "call model.resize_token_embeddings(len(tokenizer))"
+            )
+        if self.position_ids_start is None:  # padding mode: the model numbers positions itself
+            self.position_ids_start = limits.first_position if self.packing else 0
+        elif model is not None and self.packing and self.position_ids_start != limits.first_position:
+            raise ValueError(
+                f"position_ids_start={self.position_ids_start} but {limits.source} numbers positions from "
+                f"{limits.first_position}; leave position_ids_start unset (model= supplies it) or set "
+                f"{limits.first_position}"
+            )
+        if limits.from_model and self.max_length is not None:
+            longest = self._row_width(self.max_length)
+            if longest > limits.positions:
+                what = f"max_length={self.max_length}"
+                if longest != self.max_length:
+                    what += f" rounded up to {longest} by pad_to_multiple_of={self.pad_to_multiple_of}"
+                raise ValueError(
+                    f"{what} exceeds the {limits.positions} positions {limits.source} reads per row; use "
+                    f"max_length <= {limits.positions} (longer features are split into rows, never truncated)"
+                )
+        return limits
+
+    def _row_width(self, longest: int) -> int:
+        """The row width for a longest row of ``longest`` tokens (``pad_to_multiple_of`` applied)."""
+        if self.pad_to_multiple_of:
+            return -(-longest // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        return longest
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch mixed into seeded masks (each epoch then masks every example afresh)."""
@@ -199,11 +330,20 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
 
     def torch_call(self, features: list[Any]) -> dict[str, Any]:
         """Collate ``features`` (dicts with ``input_ids``, or bare id sequences) into a batch."""
+        if isinstance(features, (Mapping, str, bytes)) or not isinstance(features, Iterable):
+            raise TypeError(
+                f"features must be a list of features (dicts with 'input_ids', or id sequences), got a "
+                f"{type(features).__name__}; wrap a single feature in a list: collator([feature])"
+            )
+        features = list(features)
         if len(features) == 0:
             raise ValueError("empty batch: the collator needs at least one feature")
         features = [_as_mapping(f, i) for i, f in enumerate(features)]
         ids, lengths, extras = _flatten(features)
         check_column_range(ids.numpy(), lengths, self._tables.special.numel())
+        self._check_lengths(lengths)
+        if "token_type_ids" in extras:
+            _check_token_types(extras["token_type_ids"], lengths, self._limits)
         starts = np.zeros(len(lengths), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
         doc_starts = torch.zeros(ids.numel(), dtype=torch.bool)  # (N,)
@@ -229,6 +369,20 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
             self.random_replace_prob,
         )
         return self._layout(inputs, labels, starts, lengths, extras.get("token_type_ids"))
+
+    def _check_lengths(self, lengths: np.ndarray) -> None:
+        """Without ``max_length``, every feature is one row: refuse one longer than the row limit, by name."""
+        limit = self._limits.positions
+        if self.max_length is not None or limit is None or int(lengths.max()) <= limit:
+            return
+        index = int(np.argmax(lengths > limit))
+        also = "" if self._limits.from_model else ", or pass model= (its position table then sets the limit)"
+        raise ValueError(
+            f"feature {index} has {int(lengths[index])} tokens but {self._limits.source} reads at most {limit} "
+            f"positions per row; pass max_length={limit} to split longer features into rows of at most {limit} "
+            f"tokens (nothing is truncated), or pack the dataset first (hf_lmobj.pack_dataset(dataset, "
+            f"max_length={limit})){also}"
+        )
 
     def _word_starts(self, ids, doc_starts, eligible, extras) -> torch.Tensor | None:
         if not self.whole_word_mask:
@@ -261,9 +415,13 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
             layout.offsets,
             layout.fills,
         )
-        width = int(fill.max())
-        if self.pad_to_multiple_of:
-            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        width = self._row_width(int(fill.max()))
+        if self._limits.from_model and width > self._limits.positions:  # only pad_to_multiple_of gets here
+            raise ValueError(
+                f"pad_to_multiple_of={self.pad_to_multiple_of} rounds rows of {int(fill.max())} tokens up to {width}, "
+                f"past the {self._limits.positions} positions {self._limits.source} reads; use a pad_to_multiple_of "
+                f"that divides {self._limits.positions}, or max_length <= {self._limits.positions} rounded down to it"
+            )
         dest = torch.from_numpy(np.repeat(row * width + offset - chunk_start, chunk_len))
         dest += torch.arange(inputs.numel())  # (N,) flat index into (R * width)
 
@@ -337,16 +495,11 @@ def _as_mapping(feature: Any, index: int) -> Mapping[str, Any]:
 def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarray, dict[str, Any]]:
     """(N,) int64 ids of all features back to back, their lengths, and the per-token extras."""
     rows = [f["input_ids"] for f in features]
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    lengths = np.fromiter((_length(r, "input_ids", i) for i, r in enumerate(rows)), dtype=np.int64, count=len(rows))
     for i, (feature, n) in enumerate(zip(features, lengths.tolist())):
         if n == 0:
             raise ValueError(f"feature {i} has no tokens; filter empty examples out first")
-        mask = feature.get("attention_mask")
-        padded = mask is not None and (0 in mask if isinstance(mask, list) else not np.all(mask))
-        if padded:
-            raise ValueError(
-                f"feature {i} is padded (attention_mask has zeros); pass unpadded features, the collator pads"
-            )
+        _check_attention_mask(feature.get("attention_mask"), n, i)
     ids = torch.from_numpy(id_column(rows, "input_ids")[0])  # (N,)
     extras = {}
     for name in PER_TOKEN_KEYS:
@@ -355,24 +508,103 @@ def _flatten(features: list[Mapping[str, Any]]) -> tuple[torch.Tensor, np.ndarra
             raise ValueError(f"{name!r} is in some features but not all; give it to every feature")
         if all(present):
             values = [f[name] for f in features]
-            if [len(v) for v in values] != lengths.tolist():
-                raise ValueError(f"{name!r} must be as long as input_ids in every feature")
-            if name == "word_ids":
-                extras[name] = _word_ids(values, int(lengths.sum()))
-            else:  # a special_tokens_mask may hold bools; token_type_ids are ids
-                flat, _ = id_column(values, name, allow_bool=name == "special_tokens_mask")
-                extras[name] = torch.from_numpy(flat)
+            for i, (value, n) in enumerate(zip(values, lengths.tolist())):
+                if _length(value, name, i) != n:
+                    raise ValueError(
+                        f"feature {i}: {name!r} has {len(value)} entries but input_ids has {n}; "
+                        f"{name!r} must be as long as input_ids in every feature (one entry per token)"
+                    )
+            extras[name] = _per_token(name, values, int(lengths.sum()))
     return ids, lengths, extras
 
 
+def _length(value: Any, field: str, index: int) -> int:
+    """``len(value)`` of a per-token sequence, or a TypeError naming the feature (None, a number, a 0-d tensor)."""
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim == 0 or not hasattr(value, "__len__"):
+        raise TypeError(
+            f"feature {index}: {field} must be a 1D list of ints (one per token), got {type(value).__name__}"
+        )
+    return len(value)
+
+
+def _check_attention_mask(mask: Any, length: int, index: int) -> None:
+    """A feature's own ``attention_mask`` (optional): all ones, as long as its ids; zeros mean it was padded."""
+    if mask is None:
+        return
+    if type(mask) is list and len(mask) == length and mask.count(1) == length and set(map(type, mask)) <= {int, bool}:
+        return  # the common case (a tokenizer's all-ones list), at C speed; anything else is read below
+    values = id_sequence(mask, "attention_mask", f"feature {index}", allow_bool=True)  # (L,)
+    if values.size != length:
+        raise ValueError(
+            f"feature {index}: attention_mask has {values.size} entries but input_ids has {length}; "
+            "drop the attention_mask column (the collator builds its own)"
+        )
+    if bool(((values != 0) & (values != 1)).any()):
+        raise ValueError(f"feature {index}: attention_mask must hold 0 / 1, got {sorted(set(values.tolist()))}")
+    if not bool(values.all()):
+        raise ValueError(
+            f"feature {index} is padded (attention_mask has zeros); pass unpadded features, the collator pads"
+        )
+
+
+def _per_token(name: str, values: list[Any], total: int) -> torch.Tensor:
+    """One per-token extra as a flat (N,) tensor, checked: word ids, a 0 / 1 special-token mask, token types >= 0."""
+    if name == "word_ids":
+        return _word_ids(values, total)
+    flat, lengths = id_column(values, name, allow_bool=name == "special_tokens_mask")  # (N,)
+    bad = ((flat != 0) & (flat != 1)) if name == "special_tokens_mask" else flat < 0
+    if bool(bad.any()):
+        first = int(np.flatnonzero(bad)[0])
+        index = int(np.searchsorted(np.cumsum(lengths), first, side="right"))
+        rule = "0 / 1 (1 = never select)" if name == "special_tokens_mask" else "token type ids >= 0"
+        raise ValueError(f"feature {index}: {name} must hold {rule}, got {int(flat[first])}")
+    return torch.from_numpy(flat)
+
+
+def _check_token_types(token_types: torch.Tensor, lengths: np.ndarray, limits: _RowLimits) -> None:
+    """``token_type_ids`` below the model's ``type_vocab_size`` (known with ``model=``)."""
+    size = limits.type_vocab_size
+    if size is None or not token_types.numel() or int(token_types.max()) < size:
+        return
+    first = int((token_types >= size).nonzero()[0])
+    index = int(np.searchsorted(np.cumsum(lengths), first, side="right"))
+    raise ValueError(
+        f"feature {index}: token_type_ids must lie in [0, type_vocab_size={size}) of {limits.source}, "
+        f"got {int(token_types[first])}"
+    )
+
+
 def _word_ids(rows: list[Any], total: int) -> torch.Tensor:
-    """Word ids of every token as one flat float64 tensor (None, for special tokens, becomes NaN)."""
-    if all(isinstance(r, list) for r in rows):
-        try:
-            return torch.from_numpy(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=total))
-        except (TypeError, ValueError):  # None: np.array maps it to NaN
-            return torch.from_numpy(np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64))
-    arrays = [np.asarray(r.cpu() if isinstance(r, torch.Tensor) else r, dtype=np.float64) for r in rows]
-    if any(a.ndim != 1 for a in arrays):
-        raise ValueError("'word_ids' must be one flat sequence per feature")
-    return torch.from_numpy(np.concatenate(arrays))
+    """Word ids of every token as one flat float64 tensor (None, for special tokens, becomes NaN).
+
+    A fast tokenizer's ``word_ids()``: ints >= 0, or None for tokens outside any word. Anything
+    else (strings, floats, bools, nesting, negative ids) is refused with the feature named.
+    """
+    if all(type(r) is list for r in rows) and set(map(type, itertools.chain.from_iterable(rows))) <= {int, type(None)}:
+        flat = np.array(list(itertools.chain.from_iterable(rows)), dtype=np.float64)  # (N,), None -> NaN
+        if not bool((flat < 0).any()):
+            return torch.from_numpy(flat if flat.size else np.zeros(total))
+    return torch.from_numpy(np.concatenate([_word_id_row(row, index) for index, row in enumerate(rows)]))
+
+
+def _word_id_row(row: Any, index: int) -> np.ndarray:
+    """One feature's word ids as float64 (None -> NaN), each checked; the error names the feature."""
+    where = f"feature {index}: word_ids"
+    if isinstance(row, (torch.Tensor, np.ndarray)):
+        array = row.detach().cpu().numpy() if isinstance(row, torch.Tensor) else row
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            raise TypeError(f"{where} must be one flat sequence of ints, got shape {array.shape} {array.dtype}")
+        values = array.astype(np.float64)
+    else:
+        kinds = set(map(type, row))
+        odd = [k for k in kinds if k is not type(None) and (not issubclass(k, numbers.Integral) or k is bool)]
+        odd += [k for k in kinds if issubclass(k, np.bool_)]
+        if odd:
+            raise TypeError(
+                f"{where} must hold ints (None for tokens outside any word, as a fast tokenizer's "
+                f"word_ids() gives), got a {odd[0].__name__}"
+            )
+        values = np.array(row, dtype=np.float64)  # (L,), None -> NaN
+    if bool((values < 0).any()):
+        raise ValueError(f"{where} must be >= 0 (None for tokens outside any word), got {int(np.nanmin(values))}")
+    return values

@@ -3,14 +3,15 @@
 ``preprocess_logits_for_metrics`` reduces each batch's logits to one ``[nll_sum, num_tokens]`` row
 per sequence before the Trainer gathers them, so evaluation memory is O(rows), not
 O(rows x length x vocab). ``compute_metrics`` turns the rows into corpus values; bits per byte
-divides by the ``num_bytes`` column of the eval dataset (:func:`hf_lmobj.corpus.tokenize_corpus`
-writes it), read here from the dataset itself: the Trainer drops that column before collation, so
-the model never sees it.
+divides by the UTF-8 bytes of the eval texts, which :meth:`LanguageModelingMetrics.from_dataset`
+reads from the eval dataset itself (its ``num_bytes`` column, as
+:func:`hf_lmobj.corpus.tokenize_corpus` writes it, else its ``text`` column): the Trainer drops
+those columns before collation, so the model never sees them.
 
-Usage::
+Usage (any collator: one row per example, rows split at ``max_length``, or packed rows)::
 
-    metrics = LanguageModelingMetrics.from_dataset(eval_dataset)
-    trainer = Trainer(..., eval_dataset=eval_dataset,
+    metrics = LanguageModelingMetrics.from_dataset(texts)  # the dataset with "text" (or "num_bytes")
+    trainer = Trainer(..., eval_dataset=tokenized_texts,
                       preprocess_logits_for_metrics=metrics.preprocess_logits_for_metrics,
                       compute_metrics=metrics.compute_metrics)
     trainer.evaluate()  # {"eval_perplexity": ..., "eval_bits_per_byte": ..., ...}
@@ -34,16 +35,22 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from hf_lmobj.losses.functional import token_nll
-from hf_lmobj.metrics.sums import exp_or_inf
-from hf_lmobj.validation import check_count, check_counts, check_labels
+from hf_lmobj.metrics.sums import count_words, exp_or_inf
+from hf_lmobj.validation import check_count, check_counts, check_flag, check_labels
 
 __all__ = ["mean_nll_and_perplexity", "LanguageModelingMetrics"]
 
@@ -77,8 +84,12 @@ class LanguageModelingMetrics:
     Args:
         num_bytes: total UTF-8 bytes of the eval texts (None: report no bits / byte perplexity).
         num_words: total lm-eval words of the eval texts (None: report no word perplexity).
-        num_rows: rows of the eval dataset; when given, ``compute_metrics`` checks it saw exactly as
-            many (catches metrics built for another dataset). Leave None with a packing collator.
+        num_rows: when given, ``compute_metrics`` checks it saw exactly that many rows: pass
+            ``len(eval_dataset)`` with a collator that makes one row per example (a stock one) to
+            catch rows left out (``dataloader_drop_last``) or another dataset. Leave None (the
+            default, also of :meth:`from_dataset`) with a collator that splits or packs rows.
+        dataset_tokens: tokens of the eval dataset (:meth:`from_dataset` sums its ``input_ids``);
+            ``compute_metrics`` refuses more targets than that (metrics built for a smaller dataset).
         shift_labels: True for causal LMs whose labels align with ``input_ids`` (the model shifts);
             False when labels already align with the logits (seq2seq, masked LM, or
             ``label_names=["shift_labels"]``).
@@ -90,10 +101,11 @@ class LanguageModelingMetrics:
     num_words: int | None = None
     shift_labels: bool = True
     ignore_index: int = -100
+    dataset_tokens: int | None = None
     _running: list = field(default_factory=lambda: [0.0, 0.0, 0], init=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("num_bytes", "num_rows", "num_words"):
+        for name in ("num_bytes", "num_rows", "num_words", "dataset_tokens"):
             value = getattr(self, name)
             if value is not None:
                 try:
@@ -103,24 +115,57 @@ class LanguageModelingMetrics:
 
     @classmethod
     def from_dataset(
-        cls, eval_dataset, column: str = "num_bytes", words_column: str = "num_words", **kwargs
+        cls,
+        eval_dataset: Any,
+        column: str = "num_bytes",
+        words_column: str = "num_words",
+        *,
+        text_column: str = "text",
+        bits_per_byte: bool = True,
+        **kwargs: Any,
     ) -> LanguageModelingMetrics:
-        """Metrics whose byte total is the sum of ``eval_dataset[column]`` (and ``num_rows`` its length).
+        """Metrics for ``eval_dataset`` (a ``datasets.Dataset`` or a list of row dicts), its totals read from it.
 
-        When the dataset has ``words_column`` (per-text :func:`~hf_lmobj.metrics.sums.count_words`),
-        its sum is ``num_words``.
+        * ``num_bytes``: the sum of its ``column`` (``num_bytes``, as
+          :func:`hf_lmobj.corpus.tokenize_corpus` writes it), else the UTF-8 bytes of its
+          ``text_column``; a dataset with neither (tokenized with the text removed, or packed) is
+          refused with the fix: build the metrics from the dataset of texts (rows need not match:
+          the Trainer may evaluate its tokenized, split or packed form), or ``bits_per_byte=False``
+          for perplexity alone. The bytes must be those of the text the rows hold: tokenize without
+          truncation (split long texts with the collator's ``max_length`` or ``pack_dataset``).
+        * ``num_words``: the sum of its ``words_column``, else lm-eval's word count of the texts.
+        * ``dataset_tokens``: the sum of its ``input_ids`` lengths, when it has them.
+        * ``num_rows`` is not set (a collator may split or pack rows); pass
+          ``num_rows=len(eval_dataset)`` to check a one-row-per-example evaluation saw every row.
+
+        Other keyword arguments (``num_rows``, ``shift_labels``, ``ignore_index``, or a total to use
+        as is) go to the constructor.
+
+        Example:
+            >>> from datasets import Dataset
+            >>> texts = Dataset.from_dict({"text": ["def f(x):", "é"]})
+            >>> metrics = LanguageModelingMetrics.from_dataset(texts)  # bytes and words from the text
+            >>> metrics.num_bytes, metrics.num_words
+            (11, 3)
+            >>> LanguageModelingMetrics.from_dataset(Dataset.from_dict({"input_ids": [[5, 6]]}))  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: eval dataset has neither a 'num_bytes' column nor a 'text' column to count the UTF-8 bytes ...
+            >>> LanguageModelingMetrics.from_dataset(Dataset.from_dict({"input_ids": [[5, 6]]}), bits_per_byte=False)
+            LanguageModelingMetrics(num_bytes=None, num_rows=None, num_words=None, shift_labels=True, ignore_index=-100, dataset_tokens=2)
         """
-        if column not in getattr(eval_dataset, "column_names", ()):
-            raise ValueError(
-                f"eval dataset has no {column!r} column; build it with hf_lmobj.corpus.tokenize_corpus "
-                f"or add len(text.encode('utf-8')) per row"
-            )
-        counts = check_counts(eval_dataset[column], f"eval dataset column {column!r}", minimum=0)
-        kwargs.setdefault("num_rows", len(counts))
-        if words_column in eval_dataset.column_names and "num_words" not in kwargs:
-            words = check_counts(eval_dataset[words_column], f"eval dataset column {words_column!r}", minimum=0)
-            kwargs["num_words"] = sum(words)
-        return cls(num_bytes=sum(counts), **kwargs)
+        bits_per_byte = check_flag(bits_per_byte, "bits_per_byte")
+        columns = _columns(eval_dataset)
+        if "num_bytes" not in kwargs:
+            kwargs["num_bytes"] = _byte_total(eval_dataset, columns, column, text_column) if bits_per_byte else None
+        if "num_words" not in kwargs:
+            if words_column in columns:
+                kwargs["num_words"] = sum(_counts(eval_dataset, words_column))
+            elif text_column in columns:
+                kwargs["num_words"] = sum(count_words(t) for t in _texts(eval_dataset, text_column))
+        if "dataset_tokens" not in kwargs and "input_ids" in columns:
+            kwargs["dataset_tokens"] = _token_total(eval_dataset) or None
+        return cls(**kwargs)
 
     def preprocess_logits_for_metrics(self, logits, labels) -> torch.Tensor:
         """Reduce ``(B, T, V)`` logits and ``(B, T)`` labels to ``(B, 2)`` rows of ``[nll_sum, num_tokens]``."""
@@ -164,7 +209,13 @@ class LanguageModelingMetrics:
         if self.num_rows is not None and seen != self.num_rows:
             raise ValueError(
                 f"compute_metrics saw {seen} rows but the eval dataset has {self.num_rows}; build the metrics "
-                "from the dataset you evaluate (or num_rows=None with a packing collator)"
+                "from the dataset you evaluate, evaluate every row (no dataloader_drop_last), or leave num_rows=None "
+                "with a collator that splits or packs rows"
+            )
+        if self.dataset_tokens is not None and tokens > self.dataset_tokens:
+            raise ValueError(
+                f"compute_metrics scored {tokens:.0f} targets but the eval dataset has only {self.dataset_tokens} "
+                "tokens: these metrics were built from another (smaller) dataset; build them from the one you evaluate"
             )
         if math.isnan(nll):
             raise ValueError("the eval NLL is NaN; check the model's logits")
@@ -176,3 +227,96 @@ class LanguageModelingMetrics:
         if self.num_words is not None:
             out["word_perplexity"] = exp_or_inf(nll / self.num_words) if tokens > 0 else math.nan
         return out
+
+
+# ------------------------------------------------------------------------- reading the eval dataset
+def _columns(dataset: Any) -> frozenset[str]:
+    """The column names of a ``datasets.Dataset`` or of a non-empty list of row dicts; anything else refused."""
+    fix = "pass a datasets.Dataset (or a list of row dicts), or give num_bytes= to LanguageModelingMetrics(...)"
+    if isinstance(dataset, datasets.IterableDataset):
+        raise TypeError(
+            f"from_dataset needs to read whole columns, which a streaming IterableDataset cannot give; {fix}"
+        )
+    if isinstance(dataset, Mapping):
+        raise TypeError(
+            f"from_dataset takes one eval dataset, got a dict (keys {sorted(map(str, dataset))}); the Trainer "
+            "evaluates each dataset of a dict separately with the same compute_metrics, so their byte totals would "
+            "mix: evaluate one dataset per Trainer.evaluate(eval_dataset=...) call, each with its own metrics"
+        )
+    if isinstance(dataset, datasets.Dataset):
+        names = dataset.column_names
+    elif isinstance(dataset, Sequence) and not isinstance(dataset, (str, bytes)):
+        if not all(isinstance(row, Mapping) for row in dataset):
+            raise TypeError(f"eval dataset rows must be dicts of columns; {fix}")
+        names = set.intersection(*(set(row) for row in dataset)) if len(dataset) else set()
+    else:
+        raise TypeError(f"eval_dataset must be a datasets.Dataset, got {type(dataset).__name__}; {fix}")
+    if len(dataset) == 0:
+        raise ValueError("the eval dataset has no rows: there is nothing to evaluate")
+    return frozenset(names)
+
+
+def _column(dataset: Any, name: str) -> list:
+    return list(dataset[name]) if isinstance(dataset, datasets.Dataset) else [row[name] for row in dataset]
+
+
+def _counts(dataset: Any, name: str) -> list[int]:
+    return check_counts(_column(dataset, name), f"eval dataset column {name!r}", minimum=0)
+
+
+def _texts(dataset: Any, name: str) -> Iterator[str]:
+    """The strings of column ``name``, read 1000 rows at a time (a long eval set is never loaded whole)."""
+    batches = (
+        (row[name] for row in dataset)
+        if not isinstance(dataset, datasets.Dataset)
+        else itertools.chain.from_iterable(b[name] for b in dataset.select_columns([name]).iter(batch_size=1000))
+    )
+    for index, text in enumerate(batches):
+        if not isinstance(text, str):
+            raise TypeError(f"eval dataset column {name!r} must hold strings, got {type(text).__name__} in row {index}")
+        yield text
+
+
+def _byte_total(dataset: Any, columns: frozenset[str], column: str, text_column: str) -> int:
+    """UTF-8 bytes of the eval texts: the ``column`` sum, else counted from ``text_column``."""
+    if column in columns:
+        total, source = sum(_counts(dataset, column)), f"column {column!r}"
+    elif text_column in columns:
+        total = sum(len(text.encode("utf-8")) for text in _texts(dataset, text_column))
+        source = f"texts of column {text_column!r}"
+    else:
+        raise ValueError(
+            f"eval dataset has neither a {column!r} column nor a {text_column!r} column to count the UTF-8 bytes of "
+            f"its texts (columns: {sorted(columns)}); build the metrics from the dataset of texts, before tokenizing "
+            "or packing (its rows need not match the evaluated ones), add a "
+            f"{column!r} column (len(text.encode('utf-8')) per row; hf_lmobj.corpus.tokenize_corpus writes it), "
+            "or pass bits_per_byte=False for perplexity alone"
+        )
+    if total == 0:
+        raise ValueError(
+            f"the eval dataset's {source} hold 0 bytes: bits per byte needs text; pass bits_per_byte=False"
+        )
+    return total
+
+
+def _token_total(dataset: Any) -> int:
+    """The summed lengths of the ``input_ids`` sequences (from Arrow's list lengths for a ``datasets.Dataset``)."""
+    if isinstance(dataset, datasets.Dataset):
+        column = dataset.select_columns(["input_ids"]).with_format("arrow")
+        kind = column.features.arrow_schema.field("input_ids").type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            total, start = 0, 0
+            for batch in column.iter(1000):
+                lengths = pc.list_value_length(batch["input_ids"])  # (rows,), null for a missing row
+                if lengths.null_count:
+                    row = start + pc.index(pc.is_null(lengths), True).as_py()
+                    raise TypeError(f"eval dataset column 'input_ids' must hold id sequences, got None in row {row}")
+                total, start = total + int(pc.sum(lengths).as_py() or 0), start + len(lengths)
+            return total
+    rows = _column(dataset, "input_ids")
+    for index, ids in enumerate(rows):
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+            raise TypeError(
+                f"eval dataset column 'input_ids' must hold id sequences, got {type(ids).__name__} in row {index}"
+            )
+    return sum(len(ids) for ids in rows)

@@ -26,7 +26,9 @@ the discriminator to ``dir`` as a stock ``ElectraForPreTraining`` (fine-tune it 
 
 ``forward`` checks its batch: ``input_ids`` a non-empty (B, T) integer tensor of ids in the shared
 vocabulary, ``labels`` of the same shape (-100 or a token id, never on padding), a 2-D
-``attention_mask`` of that shape. A batch whose labels are all -100 trains the discriminator only;
+``attention_mask`` of that shape, and optionally the collator's ``masked_positions``
+(``return_sparse_indices=True``: the flat indices of the selected tokens, checked against
+``labels`` and then used to gather the generator's hidden states). A batch whose labels are all -100 trains the discriminator only;
 evaluation reports a term without a single target as nan (``AuxiliaryObjectiveTrainer``). Tensor
 parallelism is refused, at construction and at every forward (the tied head and the shared
 embeddings would be vocab-sharded DTensors that sampling and the embedding lookup cannot serve):
@@ -70,6 +72,7 @@ from transformers import (
 
 from hf_lmobj.collators.seeding import example_key
 from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.files import write_atomic
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.models.electra_loss import (
     ElectraPretrainingOutput,
@@ -77,6 +80,7 @@ from hf_lmobj.models.electra_loss import (
     electra_loss,
     rtd_positions,
     sample_replacements,
+    selected_positions,
 )
 from hf_lmobj.validation import check_id_range, check_labels, check_length, check_number
 
@@ -88,6 +92,7 @@ __all__ = [
     "check_not_tensor_parallel",
     "generator_config",
     "rtd_positions",
+    "selected_positions",
     "count_electra_targets",
     "sample_replacements",
     "ElectraPretrainingOutput",
@@ -183,8 +188,8 @@ def check_not_tensor_parallel(*models: nn.Module) -> None:
 class ElectraPretrainingModel(AuxiliaryModel):
     """A generator (``ElectraForMaskedLM``) and a discriminator (``ElectraForPreTraining``) sharing embeddings.
 
-    ``forward(input_ids, labels, attention_mask=None, token_type_ids=None, *, sampling_seed, sampling_step=0)``
-    runs both (see the module docstring) and returns an :class:`ElectraPretrainingOutput`.
+    ``forward(input_ids, labels, attention_mask=None, token_type_ids=None, masked_positions=None, *,
+    sampling_seed, sampling_step=0)`` runs both (see the module docstring) and returns an :class:`ElectraPretrainingOutput`.
 
     Args:
         generator, discriminator: stock models with the same vocabulary and ``embedding_size``;
@@ -279,15 +284,21 @@ class ElectraPretrainingModel(AuxiliaryModel):
         labels: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        masked_positions: torch.Tensor | None = None,
         *,
         sampling_seed: int,
         sampling_step: int = 0,
     ) -> ElectraPretrainingOutput:
-        """Generator on ``input_ids`` (B, T), samples at ``labels != -100``, discriminator on the result."""
+        """Generator on ``input_ids`` (B, T), samples at ``labels != -100``, discriminator on the result.
+
+        ``masked_positions`` (optional, (M,)): those selected positions as flat indices, as
+        ``DataCollatorForMaskedLM(return_sparse_indices=True)`` emits them (see :func:`selected_positions`).
+        """
         check_not_tensor_parallel(self.generator, self.discriminator)
         labels, rtd_mask = self._checked_batch(input_ids, labels, attention_mask)  # (B, T) each
         sampling_seed = check_length(sampling_seed, "sampling_seed", 0, why="the seed of the replacement draws")
         sampling_step = check_length(sampling_step, "sampling_step", -1, why="the training step; -1 in evaluation")
+        flat = selected_positions(labels, masked_positions)  # (M,) checked before anything runs
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         # not at the top: hf_lmobj.trainer imports hf_lmobj.models (no cycle at import time)
         from hf_lmobj.trainer.objectives import capture_head
@@ -297,7 +308,6 @@ class ElectraPretrainingModel(AuxiliaryModel):
             self.generator(input_ids=input_ids, attention_mask=attention_mask, **extra)
         hidden = got[0]  # (B, T, E)
         selected = labels != IGNORE_INDEX  # (B, T)
-        flat = selected.reshape(-1).nonzero().squeeze(1)  # (M,)
         generator_logits = head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat))  # (M, V)
         mlm_targets = labels.reshape(-1).index_select(0, flat)  # (M,)
         original = torch.where(selected, labels, input_ids)  # (B, T)
@@ -365,8 +375,8 @@ class ElectraPretrainingModel(AuxiliaryModel):
                 target, state_dict=split_state_dict(state_dict, prefix), is_main_process=is_main_process, **kwargs
             )
         if is_main_process:
-            (folder / ELECTRA_CONFIG_NAME).write_text(
-                json.dumps(dataclasses.asdict(self.electra_config), indent=2) + "\n"
+            write_atomic(
+                folder / ELECTRA_CONFIG_NAME, json.dumps(dataclasses.asdict(self.electra_config), indent=2) + "\n"
             )
 
     @classmethod

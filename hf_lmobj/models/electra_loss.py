@@ -24,7 +24,14 @@ from hf_lmobj.losses.functional import token_losses
 from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions
 from hf_lmobj.validation import check_number
 
-__all__ = ["rtd_positions", "count_electra_targets", "sample_replacements", "ElectraPretrainingOutput", "electra_loss"]
+__all__ = [
+    "rtd_positions",
+    "selected_positions",
+    "count_electra_targets",
+    "sample_replacements",
+    "ElectraPretrainingOutput",
+    "electra_loss",
+]
 
 
 def rtd_positions(batch: Mapping[str, Any]) -> torch.Tensor:
@@ -45,6 +52,42 @@ def rtd_positions(batch: Mapping[str, Any]) -> torch.Tensor:
     if tuple(mask.shape) != tuple(ids.shape):
         raise ValueError(f"attention_mask shape {tuple(mask.shape)} must equal input_ids' shape {tuple(ids.shape)}")
     return mask != 0
+
+
+def selected_positions(labels: torch.Tensor, masked_positions: Any = None) -> torch.Tensor:
+    """(M,) int64 ascending flat indices into ``labels.view(-1)`` of the selected tokens (labels != -100).
+
+    ``masked_positions`` (optional) is the same list as the batch brought it
+    (``DataCollatorForMaskedLM(return_sparse_indices=True)``); it is checked against ``labels`` and
+    a mismatch (labels edited after collation, a batch split across devices) is refused by name.
+
+    Example:
+        >>> labels = torch.tensor([[-100, 5], [6, -100]])
+        >>> selected_positions(labels, torch.tensor([1, 2])).tolist()
+        [1, 2]
+        >>> selected_positions(labels, torch.tensor([1]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: masked_positions must list the 2 flat indices of labels != -100 in ascending order, got 1 ...
+    """
+    flat = (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)  # (M,)
+    if masked_positions is None:
+        return flat
+    fix = "DataCollatorForMaskedLM(return_sparse_indices=True) makes them"
+    if not isinstance(masked_positions, torch.Tensor):
+        raise TypeError(f"masked_positions must be a 1D integer tensor ({fix}), got {type(masked_positions).__name__}")
+    if masked_positions.dtype == torch.bool or masked_positions.is_floating_point() or masked_positions.is_complex():
+        raise TypeError(f"masked_positions must hold integer flat indices ({fix}), got dtype {masked_positions.dtype}")
+    if masked_positions.dim() != 1:
+        raise ValueError(f"masked_positions must be 1D (flat indices into labels.view(-1)), got shape "
+                         f"{tuple(masked_positions.shape)}")  # fmt: skip
+    if not torch.equal(masked_positions.to(flat.device, torch.long), flat):
+        raise ValueError(
+            f"masked_positions must list the {flat.numel()} flat indices of labels != -100 in ascending order, got "
+            f"{masked_positions.numel()} that differ; were the labels changed after collation, or the batch split "
+            "across devices (nn.DataParallel)? Collate each process's batch itself, or drop masked_positions"
+        )
+    return flat
 
 
 def count_electra_targets(batch: Mapping[str, Any]) -> torch.Tensor:

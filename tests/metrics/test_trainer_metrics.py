@@ -90,10 +90,10 @@ def test_rows_are_per_sequence_sums_not_logits():
 
 def test_mismatched_dataset_and_missing_column_raise(eval_dataset):
     dataset, _ = eval_dataset
-    metrics = LanguageModelingMetrics.from_dataset(dataset)
+    metrics = LanguageModelingMetrics.from_dataset(dataset, num_rows=len(dataset))  # one row per example: checked
     with pytest.raises(ValueError, match=f"saw 2 rows but the eval dataset has {len(dataset)}"):
         metrics.compute_metrics(EvalPrediction(np.ones((2, 2)), None))
-    with pytest.raises(ValueError, match="no 'num_bytes' column"):
+    with pytest.raises(ValueError, match="neither a 'num_bytes' column nor a 'text' column"):
         LanguageModelingMetrics.from_dataset(dataset.remove_columns("num_bytes"))
     with pytest.raises(ValueError, match="num_bytes must be a positive int"):
         LanguageModelingMetrics(num_bytes=-4)
