@@ -2,7 +2,8 @@
 
 * :func:`pipeline_loader`: this rank's :class:`~hf_lmobj.data.PipelineLoader` (not accelerate's dispatcher);
 * :func:`checked_resume`: the checkpoint a resume continues from, refused by name when it cannot be exact
-  (missing optimizer / scheduler / trainer / data state, another data fingerprint), and its data state;
+  (missing optimizer / scheduler / trainer / data state, any state file cut short or corrupt, another data
+  fingerprint), and its data state: all before ``Trainer.train`` opens a file;
 * :func:`replay_free`: within one epoch, the Trainer's single ``skip_first_batches`` call repositions the
   loader from the data state in O(1) instead of replaying batches (the Trainer has no hook for it);
 * :func:`finish_checkpoint`: after the stock save, every rank's data position, then the completion marker;
@@ -105,7 +106,8 @@ def checked_resume(
     """``(checkpoint folder or None, its data state or None)``; ``True`` means the latest complete one.
 
     ``fingerprint`` is the run's data fingerprint when it trains on a ``PretrainingStream`` (None otherwise):
-    the checkpoint must then hold a data state with the same one, unless ``ignore``.
+    the checkpoint must then hold a data state with the same one, unless ``ignore``. Every state file the
+    Trainer will read is opened first (``check_checkpoint``): a damaged one is a ``ValueError`` naming it.
     """
     if resume_from_checkpoint is True:
         resume_from_checkpoint = latest_complete_checkpoint(output_dir)

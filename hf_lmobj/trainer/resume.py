@@ -16,7 +16,9 @@ tokenizer trained, so a resume that cannot work fails in seconds:
 What the first start decided and the schedule depends on, ``max_steps`` (a ``max_train_minutes``
 budget lowers it once), is the ``max_steps`` of the checkpoint's ``trainer_state.json``; a resumed
 run trains to it without timing again. A new run also records it in
-``<output_dir>/run_decisions.json`` (:data:`RUN_DECISIONS_NAME`) before training.
+``<output_dir>/run_decisions.json`` (:data:`RUN_DECISIONS_NAME`) before training; a continuation reads
+that file back (:func:`read_run_decisions`), so one cut short or corrupt is refused by name before any
+data is read, as is every state file of the checkpoint (``hf_lmobj.trainer.checkpoints``).
 
 Example:
     >>> import tempfile
@@ -31,18 +33,22 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 from transformers.utils import logging
 
+from hf_lmobj.files import read_json, write_atomic
 from hf_lmobj.trainer.checkpoints import (
     COMPLETE_NAME,
+    TRAINER_STATE_NAME,
     WEIGHT_FILES,
     check_checkpoint,
     checkpoint_folders,
@@ -51,7 +57,7 @@ from hf_lmobj.trainer.checkpoints import (
     trained_max_steps,
 )
 from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
-from hf_lmobj.validation import check_flag
+from hf_lmobj.validation import check_count, check_flag, check_number
 
 __all__ = [
     "RUN_DECISIONS_NAME",
@@ -59,6 +65,7 @@ __all__ = [
     "ResumeArguments",
     "ResumePlan",
     "plan_resume",
+    "read_run_decisions",
     "load_checkpoint_weights",
     "keep_first_start_steps",
     "begin_new_run",
@@ -69,6 +76,8 @@ logger = logging.get_logger(__name__)
 
 #: What a new run decided before training (``max_steps`` and the budget), written once in ``output_dir``.
 RUN_DECISIONS_NAME = "run_decisions.json"
+_DECISIONS = "what the run's first start decided"
+_DECISIONS_FIX = f"restore it, or delete it (a resumed run takes max_steps from its checkpoint's {TRAINER_STATE_NAME})"
 _LATEST = ("true", "last")
 _NONE = ("", "false", "none", "null")
 
@@ -109,6 +118,7 @@ class ResumePlan:
     weights_from: Path | None = None  # a new run starting from these model weights
     max_steps: int | None = None  # the max_steps the checkpoint's run trained to (continuations only)
     clear: tuple[Path, ...] = ()  # an earlier run's checkpoints, deleted before training (overwrite)
+    decisions: dict[str, Any] | None = None  # output_dir's run_decisions.json, checked (continuations; None: none)
 
     @property
     def continues(self) -> bool:
@@ -126,7 +136,9 @@ def plan_resume(train_args: TrainingArguments, resume_args: ResumeArguments, nee
     Raises:
         ValueError: ``true`` / ``last`` and no complete checkpoint in ``output_dir``; a checkpoint
             without ``optimizer.pt``, ``scheduler.pt``, ``trainer_state.json`` (or the data state),
-            named; a new run over ``checkpoint-*`` folders without ``--overwrite_output_dir``;
+            named; any state file of the checkpoint (or ``output_dir``'s ``run_decisions.json``) cut short,
+            corrupt or of the wrong shape, named; a new run over ``checkpoint-*`` folders without
+            ``--overwrite_output_dir``;
             ``--weights_only_restart`` without a checkpoint or with one that holds no weights;
             ``--overwrite_output_dir`` together with a continuation.
     """
@@ -150,8 +162,9 @@ def plan_resume(train_args: TrainingArguments, resume_args: ResumeArguments, nee
     folder = check_checkpoint(requested, needs_data_state)
     if not (folder / COMPLETE_NAME).is_file():
         logger.warning(f"{folder} has no {COMPLETE_NAME}: its save may have been cut short")
+    decisions = read_run_decisions(output_dir)
     train_args.resume_from_checkpoint = str(folder)
-    return ResumePlan(checkpoint=folder, max_steps=trained_max_steps(folder))
+    return ResumePlan(checkpoint=folder, max_steps=trained_max_steps(folder), decisions=decisions)
 
 
 def _requested_checkpoint(value: str | bool | None, output_dir: str) -> Path | None:
@@ -216,8 +229,9 @@ def keep_first_start_steps(
 def begin_new_run(output_dir: str | os.PathLike, plan: ResumePlan, max_steps: int, budget: StepBudget | None) -> None:
     """Main process, before a new run trains: delete the earlier run's checkpoints and record the decisions.
 
-    ``<output_dir>/run_decisions.json`` holds ``max_steps`` and the budget that chose it (None without
-    one), written atomically (a temporary file renamed into place).
+    ``<output_dir>/run_decisions.json`` holds ``max_steps``, the budget that chose it (None without
+    one) and the checkpoint whose weights the run starts from (None), written atomically
+    (:func:`hf_lmobj.files.write_atomic`).
     """
     for folder in plan.clear:
         shutil.rmtree(folder)
@@ -228,9 +242,55 @@ def begin_new_run(output_dir: str | os.PathLike, plan: ResumePlan, max_steps: in
         "budget": asdict(budget) if budget is not None else None,
         "weights_from": str(plan.weights_from) if plan.weights_from is not None else None,
     }
-    tmp = root / (RUN_DECISIONS_NAME + ".tmp")
-    tmp.write_text(json.dumps(decisions, indent=1))
-    os.replace(tmp, root / RUN_DECISIONS_NAME)
+    write_atomic(root / RUN_DECISIONS_NAME, json.dumps(decisions, indent=1))
+
+
+def read_run_decisions(output_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """``<output_dir>/run_decisions.json`` as :func:`begin_new_run` wrote it, checked; None when there is none.
+
+    A file cut short, a missing key or a value of the wrong type is a ``ValueError`` naming the file.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> write_atomic(out / RUN_DECISIONS_NAME, '{"max_steps": "4", "budget": null, "weights_from": null}')
+        >>> read_run_decisions(out)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: .../run_decisions.json (what the run's first start decided): max_steps must be a whole number, got '4'; ...
+    """
+    path = Path(output_dir) / RUN_DECISIONS_NAME
+    if not path.exists():
+        return None
+    decisions = read_json(path, _DECISIONS, ("max_steps", "budget", "weights_from"), _DECISIONS_FIX)
+    budget = decisions["budget"]
+    with _naming(path):
+        check_count(decisions["max_steps"], "max_steps", minimum=1)
+        if decisions["weights_from"] is not None and not isinstance(decisions["weights_from"], str):
+            raise TypeError(f"weights_from must be a path or null, got {decisions['weights_from']!r}")
+        if budget is not None:
+            _check_budget(budget)
+    return decisions
+
+
+def _check_budget(budget: Any) -> None:
+    """A recorded ``StepBudget``: minutes and seconds per step (or null) > 0, the steps requested and kept >= 1."""
+    fields = ("minutes", "seconds_per_step", "requested", "steps")
+    if not isinstance(budget, dict) or sorted(budget) != sorted(fields):
+        raise TypeError(f"budget must be null or an object with {', '.join(fields)}, got {budget!r:.120}")
+    check_number(budget["minutes"], "budget.minutes", 0.0, low_open=True)
+    check_number(budget["seconds_per_step"], "budget.seconds_per_step", 0.0, low_open=True, optional=True)
+    check_count(budget["requested"], "budget.requested", minimum=1)
+    check_count(budget["steps"], "budget.steps", minimum=1)
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """A check's ``TypeError`` / ``ValueError`` inside as a ``ValueError`` naming ``path`` and the fix."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} ({_DECISIONS}): {error}; {_DECISIONS_FIX}") from None
 
 
 def step_budget(trainer, runtime_args, threads, plan: ResumePlan) -> StepBudget | None:

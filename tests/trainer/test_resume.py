@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
 from hf_lmobj.trainer.checkpoints import write_complete_marker
@@ -19,13 +20,19 @@ def _args(output_dir: Path, resume: str | bool | None) -> TrainingArguments:
     return TrainingArguments(output_dir=str(output_dir), resume_from_checkpoint=resume, report_to="none", use_cpu=True)
 
 
+#: What a hand-made checkpoint's torch files hold: the smallest payloads the resume checks accept.
+_PAYLOADS = {"optimizer.pt": {"state": {}, "param_groups": []}, "scheduler.pt": {}}
+
+
 def _checkpoint(folder: Path, max_steps: int = 9, files=("optimizer.pt", "scheduler.pt"), complete=True) -> Path:
     folder.mkdir(parents=True)
     for name in files:
-        (folder / name).write_bytes(b"")
-    (folder / "trainer_state.json").write_text(json.dumps({"max_steps": max_steps}))
+        torch.save(_PAYLOADS[name], folder / name)
+    step = int(folder.name.split("-")[1])
+    state = {"global_step": step, "max_steps": max_steps, "epoch": 0.5, "log_history": []}
+    (folder / "trainer_state.json").write_text(json.dumps(state))
     if complete:
-        write_complete_marker(folder, int(folder.name.split("-")[1]), sorted(os.listdir(folder)))
+        write_complete_marker(folder, step, sorted(os.listdir(folder)))
     return folder
 
 
@@ -81,7 +88,10 @@ def test_weights_only_restart_needs_a_checkpoint_with_weights(tmp_path):
     bare = _checkpoint(tmp_path / "elsewhere" / "checkpoint-2", files=())
     with pytest.raises(ValueError, match="holds no model weights"):
         plan_resume(_args(tmp_path, str(bare)), ResumeArguments(weights_only_restart=True), needs_data_state=True)
-    (bare / "model.safetensors").write_bytes(b"")
+    (bare / "model.safetensors").write_bytes(b"")  # a save killed before its header
+    with pytest.raises(ValueError, match="model.safetensors \\(model weights\\): the file is corrupt or cut short"):
+        plan_resume(_args(tmp_path, str(bare)), ResumeArguments(weights_only_restart=True), needs_data_state=True)
+    save_file({"w": torch.zeros(2)}, bare / "model.safetensors")
     plan = plan_resume(_args(tmp_path, str(bare)), ResumeArguments(weights_only_restart=True), needs_data_state=True)
     assert plan.weights_from == bare and not plan.continues  # no optimizer, scheduler or data state needed
 
