@@ -27,8 +27,13 @@ model's ``forward`` takes it) even with ``remove_unused_columns=True``, so ``pac
 their boundaries there; the numbers never reach the model (packed batches carry ``position_ids``).
 Given ``model=``, a model that cannot isolate packed documents (``forward`` without
 ``position_ids``: Bloom, MPT, Mamba, ...) is refused: in packing mode when the collator is built, in
-padding mode at the first pre-packed row. Without ``model=`` the collator assumes a model that reads
-``position_ids`` (as every Llama / GPT-2 family model does); pass ``model=`` to have it checked.
+padding mode at the first pre-packed row (also with ``packed_attention`` given by name). Without
+``model=`` and with ``packed_attention="auto"`` (and no flash-attention), nothing checks that the
+model reads the ``position_ids`` that keep the documents apart (Llama / GPT-2 family models do;
+Bloom and other ALiBi models ignore them): the first batch that relies on them (every packed batch,
+or a padding-mode batch holding a pre-packed row) raises a ``UserWarning``, once per collator
+instance (:data:`UNCHECKED_POSITION_IDS`). Pass ``model=`` to have the model checked, or
+``packed_attention="position_ids"`` to state that it reads them; either silences it.
 
 Every mode emits ``labels`` (HF convention: aligned with ``input_ids``, the model shifts; -100 at
 padding and at every document's first token) and ``shift_labels`` (``shift_labels[:, t] ==
@@ -57,6 +62,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any
@@ -88,11 +94,19 @@ from hf_lmobj.packing.rows import (
 )
 from hf_lmobj.validation import check_flag, check_has_targets, check_length, check_return_tensors
 
-__all__ = ["NO_TARGET_FIX", "DataCollatorForCausalLM"]
+__all__ = ["NO_TARGET_FIX", "UNCHECKED_POSITION_IDS", "DataCollatorForCausalLM"]
 
 NO_TARGET_FIX = (
     "every document is a single token or every label is -100; drop features without a trained token "
     "(e.g. a prompt whose completion was cut off)"
+)
+UNCHECKED_POSITION_IDS = (
+    "{name}: this batch keeps its packed documents apart by position_ids only (restarting at 0 per "
+    "document; no mask). Most models (Llama, GPT-2 with sdpa, ...) use them to keep documents apart, but "
+    "some (Bloom, ALiBi models) ignore them, and then the documents of a row attend to each other. No model "
+    "was checked: pass model=<the model> so that the collator checks it (and refuses one that cannot isolate "
+    "documents), or packed_attention='position_ids' to state that the model takes them (which silences this "
+    "warning). Warned once per collator."
 )
 
 
@@ -130,10 +144,12 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             :mod:`hf_lmobj.collators._attention`): "auto" (default: ``position_ids`` +
             ``use_cache=False``, or ``cu_seq_lens`` for flash-attention; what ``model`` needs when
             given), "position_ids", "cu_seq_lens" or "4d_mask" (a ``[B, 1, T, T]`` float mask, at any
-            row length).
+            row length). "position_ids" by name states that the model reads them (no warning); a
+            ``model`` given beside any form is still checked.
         model: optional, read once and not kept: its attention implementation, its dtype (for a 4D
             mask) and whether it can isolate packed documents from ``position_ids`` (else it gets
-            the 4D mask, or a ``ValueError`` when it cannot isolate them at all).
+            the 4D mask, or a ``ValueError`` when it cannot isolate them at all). Without it (and
+            with "auto", no flash-attention) the first batch relying on ``position_ids`` warns.
         add_bos / add_eos: put BOS first / EOS last in each (unpacked) feature unless already
             there. ``None`` follows the tokenizer: add exactly what it adds when encoding.
         return_shift_labels: emit ``shift_labels``; switch off for a model whose ``forward`` takes
@@ -163,6 +179,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
     _bos_eos: tuple[bool, bool] = field(default=(False, False), init=False, repr=False)
     _form: str = field(default="position_ids", init=False, repr=False)
     _refusal: str = field(default="", init=False, repr=False)
+    _unchecked: bool = field(default=False, init=False, repr=False, compare=False)  # warn at the next packed batch
 
     def __post_init__(self, model: Any) -> None:
         self.max_length = check_length(self.max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS, optional=True)
@@ -189,6 +206,8 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             if self.packing:
                 raise
             self._form, self._refusal = "", str(error)  # padding mode: only pre-packed rows fail
+        # position_ids nobody checked the model reads (a model= was checked; a named form is the user's word)
+        self._unchecked = model is None and self.packed_attention == "auto" and self._form == "position_ids"
         default_bos, default_eos = _tokenizer_adds(self.tokenizer)
         add_bos = default_bos if self.add_bos is None else self.add_bos
         add_eos = default_eos if self.add_eos is None else self.add_eos
@@ -282,6 +301,9 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             return batch
         if self._refusal:
             raise ValueError(_prepacked_refusal(flat, self._refusal))
+        if self._unchecked:
+            self._unchecked = False  # once per instance (a DataLoader worker process holds a copy of its own)
+            warnings.warn(UNCHECKED_POSITION_IDS.format(name=type(self).__name__), UserWarning, stacklevel=3)
         batch["position_ids"] = out.position_ids  # (B, T)
         asked = self.packed_attention != "auto"
         batch.update(packed_attention_inputs(self._form, out.position_ids, self.mask_dtype, True, asked))

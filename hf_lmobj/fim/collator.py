@@ -69,6 +69,9 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
         text_column: the feature key holding the document's text.
         max_length / packing / pad_to_multiple_of / model: passed to the causal collator this
             collator builds (see :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`).
+            Packing without ``model=`` warns once (``UserWarning``) at the first batch: nothing checked
+            that the model reads the ``position_ids`` that keep documents apart; pass ``model=``, or
+            ``causal=DataCollatorForCausalLM(..., packed_attention="position_ids")`` to state it.
         causal: a causal collator of your own for every other option (``attn_implementation``,
             ``packed_attention``, ``add_bos``, ...); then leave the four above unset.
         epoch: mixed into the seed; advance with :meth:`set_epoch`.

@@ -13,6 +13,9 @@ from the collator's reading of the mask.
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import datasets
 import numpy as np
 import pytest
@@ -308,3 +311,128 @@ def test_the_fim_collator_refuses_a_numbered_row_as_packed(tokenizer):
     collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, fim_level="token", seed=0)
     with pytest.raises(ValueError, match="feature 0 is a packed row .*numbers documents.*fim_dataset"):
         collator([{"input_ids": IDS, "attention_mask": [2, 2, 2, 3, 3]}])
+
+
+# ----------------------------------------------------------------------------- unchecked position_ids: warned once
+UNCHECKED = "position_ids only.*Bloom, ALiBi.*model=.*packed_attention='position_ids'.*silences"
+
+
+def _unchecked_warnings(record) -> list[warnings.WarningMessage]:
+    return [w for w in record if issubclass(w.category, UserWarning) and "position_ids only" in str(w.message)]
+
+
+def _collate_all(trainer: Trainer, epochs: int = 2) -> list[warnings.WarningMessage]:
+    """Every batch of ``epochs`` passes of the Trainer's own train DataLoader; the unchecked-position warnings."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        batches = [batch for _ in range(epochs) for batch in trainer.get_train_dataloader()]
+    assert len(batches) >= 2 * epochs  # several batches from one collator instance
+    return _unchecked_warnings(record)
+
+
+@pytest.mark.parametrize("packing", (False, True))
+@pytest.mark.parametrize("model_name", ("gpt2", "bloom"))
+def test_unchecked_position_ids_warn_once_through_the_stock_trainer(model_name, packing, docs, request, tokenizer,
+                                                                    tmp_path):  # fmt: skip
+    """Before: Bloom (forward ignores position_ids, ALiBi) trained across documents without a word."""
+    model = request.getfixturevalue(model_name)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=packing)  # no model=: nothing checked
+    packed = _packed(docs + docs)  # 8+ rows: 2+ batches of 4 per epoch
+    caught = _collate_all(_trainer(model, packed, collator, tmp_path))
+    assert len(caught) == 1
+    assert re.search(UNCHECKED, str(caught[0].message), re.DOTALL)
+    assert str(caught[0].message).startswith("DataCollatorForCausalLM: ")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"model": "gpt2"},  # checked: GPT-2's mask builders read position_ids
+        {"packed_attention": "position_ids"},  # the user's word that the model reads them
+        {"packed_attention": "4d_mask"},
+        {"attn_implementation": "flash_attention_2"},  # cu_seq_lens, not position_ids alone
+    ],
+    ids=["model-gpt2", "stated-position-ids", "4d-mask", "flash-cu-seq-lens"],
+)
+@pytest.mark.parametrize("packing", (False, True))
+def test_checked_or_stated_forms_do_not_warn(kwargs, packing, docs, gpt2, tokenizer, tmp_path):
+    kwargs = {k: gpt2 if v == "gpt2" else v for k, v in kwargs.items()}
+    collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=packing, **kwargs)
+    assert _collate_all(_trainer(gpt2, _packed(docs + docs), collator, tmp_path)) == []
+
+
+def test_padding_mode_batches_of_unpacked_documents_do_not_warn(docs, bloom, tokenizer, tmp_path):
+    plain = datasets.Dataset.from_dict({"input_ids": docs})  # one document per row: attention_mask batches
+    collator = DataCollatorForCausalLM(tokenizer, max_length=ROW)
+    assert _collate_all(_trainer(bloom, plain, collator, tmp_path)) == []
+
+
+def test_padding_mode_warns_at_its_first_pre_packed_row_then_never_again(docs, tokenizer):
+    collator = DataCollatorForCausalLM(tokenizer, max_length=ROW)
+    row = {"input_ids": IDS, "attention_mask": [2, 2, 2, 3, 3]}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        collator([{"input_ids": d} for d in docs[:3]])  # plain documents: an attention_mask batch
+        assert _unchecked_warnings(record) == []
+        collator([{"input_ids": docs[0]}, row])  # a pre-packed row: its documents rest on position_ids
+        collator([row, row])
+    caught = _unchecked_warnings(record)
+    assert len(caught) == 1 and caught[0].filename == __file__  # stacklevel: the line that called the collator
+
+
+def test_each_collator_instance_warns_once(tokenizer):
+    features = [{"input_ids": IDS}]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for collator in [DataCollatorForCausalLM(tokenizer, max_length=8, packing=True) for _ in range(2)]:
+            collator(features)
+            collator(features)
+    assert len(_unchecked_warnings(record)) == 2
+
+
+def test_the_warning_is_no_false_alarm_bloom_mixes_the_documents_it_was_sent(docs, bloom, gpt2, tokenizer):
+    collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=True)
+    with pytest.warns(UserWarning, match=UNCHECKED):
+        batch = collator([{"input_ids": d} for d in docs[:4]])
+    assert_each_document_alone(gpt2, batch, docs[:4])  # GPT-2 reads the restarting position_ids
+    with pytest.raises(AssertionError):
+        assert_each_document_alone(bloom, batch, docs[:4])  # Bloom ignores them: documents attend to each other
+
+
+@pytest.mark.parametrize("packed_attention", ("auto", "position_ids", "cu_seq_lens", "4d_mask"))
+def test_bloom_given_as_model_is_refused_whatever_form_is_named(packed_attention, bloom, tokenizer, tmp_path, docs):
+    with pytest.raises(ValueError, match="BloomForCausalLM.forward takes no position_ids"):
+        DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=True, packed_attention=packed_attention, model=bloom)
+    collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, packed_attention=packed_attention, model=bloom)
+    with pytest.raises(ValueError, match="pre-packed rows .*BloomForCausalLM.forward takes no position_ids"):
+        next(iter(_trainer(bloom, _packed(docs), collator, tmp_path).get_train_dataloader()))
+
+
+@pytest.mark.parametrize(
+    "kwargs, count",
+    [({}, 1), ({"model": "gpt2"}, 0), ({"packed_attention": "position_ids"}, 0)],
+    ids=["unchecked", "model-gpt2", "stated-position-ids"],
+)
+def test_the_fim_collator_packing_warns_once_unless_checked_or_stated(kwargs, count, gpt2, tokenizer):
+    docs = [{"input_ids": tokenizer(t)["input_ids"] + [tokenizer.eos_token_id]} for t in ("a = 1\n", "b = [2]\n")]
+    if "packed_attention" in kwargs:
+        causal = DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=True, **kwargs)
+        collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, fim_level="token", seed=0, causal=causal)
+    else:
+        model = {"model": gpt2} if kwargs else {}
+        collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, fim_level="token", seed=0, max_length=ROW,
+                                                  packing=True, **model)  # fmt: skip
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert collator(docs)["position_ids"].shape == (1, ROW)
+    assert len(_unchecked_warnings(record)) == count
+
+
+def test_the_fim_collator_padding_mode_never_warns(tokenizer):
+    docs = [{"input_ids": tokenizer(t)["input_ids"] + [tokenizer.eos_token_id]} for t in ("a = 1\n", "b = [2]\n")]
+    collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, fim_level="token", seed=0)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert "attention_mask" in collator(docs)
+    assert _unchecked_warnings(record) == []
