@@ -219,10 +219,9 @@ def prepare_objective_data(
     for name in ("train", "validation"):
         if name not in splits or splits[name].num_rows == 0:
             raise ValueError(f"the {name} split is empty; raise max_documents or validation_fraction")
-    attn_implementation = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
     spec = get_objective(objective)
     if spec.data == "packed":
-        return _causal_data(tokenizer, splits, args, attn_implementation)
+        return _causal_data(tokenizer, splits, args, model)
     if spec.labels_in_place and spec.data == "pieces":
         return _masked_data(tokenizer, splits, args, model, seed)
     if spec.encoder_decoder and spec.data == "pieces":
@@ -230,8 +229,20 @@ def prepare_objective_data(
     raise ValueError(f"objective must be one of {RECIPE_OBJECTIVES}, got {objective!r}")
 
 
-def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: str) -> ObjectiveData:
+def packed_collator(tokenizer, max_length: int, model: PreTrainedModel | None) -> Any:
+    """The packing causal collator of a run, checked against the stock model it trains (an MTP wrapper's base):
+    a model that cannot keep packed documents apart is refused here, before any step."""
     from hf_lmobj.collators.causal import DataCollatorForCausalLM
+    from hf_lmobj.models.auxiliary_model import AuxiliaryModel
+
+    stock = model.stock_model if isinstance(model, AuxiliaryModel) else model
+    attn_implementation = getattr(getattr(stock, "config", None), "_attn_implementation", None) or "sdpa"
+    return DataCollatorForCausalLM(
+        tokenizer, max_length=max_length, packing=True, attn_implementation=attn_implementation, model=stock
+    )
+
+
+def _causal_data(tokenizer, splits, args: DataArguments, model: PreTrainedModel | None) -> ObjectiveData:
     from hf_lmobj.packing.dataset import pack_dataset
 
     tokenized = {
@@ -241,9 +252,7 @@ def _causal_data(tokenizer, splits, args: DataArguments, attn_implementation: st
     train = pack_dataset(tokenized["train"], max_length=args.max_length)
     evaluation = pack_dataset(tokenized["validation"], max_length=args.max_length)
     evaluation = eval_subset(evaluation, args.max_eval_rows)
-    collator = DataCollatorForCausalLM(
-        tokenizer, max_length=args.max_length, packing=True, attn_implementation=attn_implementation
-    )
+    collator = packed_collator(tokenizer, args.max_length, model)
     train_tokens = sum(len(ids) for ids in train["input_ids"])  # packed rows hold no padding
     hyperparameters = {
         "max_length": args.max_length,

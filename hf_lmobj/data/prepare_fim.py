@@ -36,8 +36,7 @@ from typing import ClassVar
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, prepare_objective_data
+from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, packed_collator, prepare_objective_data
 from hf_lmobj.fim.collator import fim_dataset
 from hf_lmobj.fim.transform import FIM_LEVELS, check_rate
 from hf_lmobj.objectives import get_objective
@@ -191,10 +190,7 @@ def prepare_fim_data(
         fimmed = fim_dataset(pieces[name], tokenizer, fim_args.fim_rate, fim_args.fim_spm_rate, fim_args.fim_level,
                              seed=seed, epoch=0)  # fmt: skip
         packed[name] = pack_dataset(fimmed, max_length=data_args.max_length)
-    attn_implementation = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
-    collator = DataCollatorForCausalLM(
-        tokenizer, max_length=data_args.max_length, packing=True, attn_implementation=attn_implementation
-    )
+    collator = packed_collator(tokenizer, data_args.max_length, model)
     train = packed["train"]
     train_tokens = sum(len(ids) for ids in train["input_ids"])
     documents = pieces["train"].select_columns(["input_ids"])  # the pieces before FIM, for the n-gram baseline
