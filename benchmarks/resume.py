@@ -158,7 +158,8 @@ def stock_hash_after(files: list[str], step: int) -> str:
 
 
 def positioned_checkpoint(source: Path, step: int, data_state: dict | None) -> Path:
-    from hf_lmobj.trainer.checkpoints import read_data_state, write_complete_marker, write_data_state
+    from hf_lmobj.trainer.checkpoints import write_complete_marker, write_data_state
+    from hf_lmobj.trainer.state_files import read_data_state
 
     target = source.parent / f"checkpoint-{step}"
     if target == source:

@@ -4,9 +4,10 @@
 objective a model trains, its targets and counts, head capture), :mod:`.auxiliary`
 (``AuxiliaryObjectiveTrainer``: the models of :mod:`hf_lmobj.models`, MTP and ELECTRA, term by
 term), :mod:`.sharding` (FSDP2 / DTensor helpers), :mod:`.pipeline_training` and
-:mod:`.checkpoints` (training on a ``PretrainingStream``, resumable), :mod:`.teardown`; what runs any
-Trainer: :mod:`.resume` (which checkpoint, what the first start chose), :mod:`.time_budget`
-(``max_steps`` from minutes), :mod:`.cpu_threads` (threads that follow the free cores). The models
+:mod:`.checkpoints` (training on a ``PretrainingStream``, resumable), :mod:`.state_files` (a
+checkpoint's state files read back, checked), :mod:`.teardown`; what runs any Trainer: :mod:`.resume`
+(which checkpoint, what the first start chose), :mod:`.time_budget` (``max_steps`` from minutes),
+:mod:`.cpu_threads` (threads that follow the free cores). The models
 (``MTPConfig``, ``MultiTokenPredictionModel``, ``ElectraPretrainingConfig``, ``ElectraPretrainingModel``)
 and the optimizer (``MuonAdamW``, ``MuonAdamWFactory``, ``muon_param_groups``, :mod:`hf_lmobj.optim`)
 are importable from here as well.

@@ -32,14 +32,13 @@ from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.objectives import OBJECTIVES, canonical_name, loss_family
 from hf_lmobj.trainer.checkpoints import (
-    DATA_STATE_NAME,
     check_checkpoint,
     check_fingerprint,
     latest_complete_checkpoint,
-    read_data_state,
     write_complete_marker,
     write_data_state,
 )
+from hf_lmobj.trainer.state_files import DATA_STATE_NAME, read_data_state
 
 __all__ = [
     "tensors_only",

@@ -18,7 +18,7 @@ budget lowers it once), is the ``max_steps`` of the checkpoint's ``trainer_state
 run trains to it without timing again. A new run also records it in
 ``<output_dir>/run_decisions.json`` (:data:`RUN_DECISIONS_NAME`) before training; a continuation reads
 that file back (:func:`read_run_decisions`), so one cut short or corrupt is refused by name before any
-data is read, as is every state file of the checkpoint (``hf_lmobj.trainer.checkpoints``).
+data is read, as is every state file of the checkpoint (``hf_lmobj.trainer.state_files``).
 
 Example:
     >>> import tempfile
@@ -47,8 +47,6 @@ from transformers.utils import logging
 
 from hf_lmobj.files import read_json, write_atomic
 from hf_lmobj.trainer.checkpoints import (
-    COMPLETE_NAME,
-    TRAINER_STATE_NAME,
     WEIGHT_FILES,
     check_checkpoint,
     checkpoint_folders,
@@ -56,6 +54,7 @@ from hf_lmobj.trainer.checkpoints import (
     load_checkpoint_weights,
     trained_max_steps,
 )
+from hf_lmobj.trainer.state_files import COMPLETE_NAME, TRAINER_STATE_NAME
 from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
 from hf_lmobj.validation import check_count, check_flag, check_number
 

@@ -12,7 +12,8 @@ from transformers import TrainingArguments
 from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import PretrainingStream, RowFormat
-from hf_lmobj.trainer.checkpoints import COMPLETE_NAME, DATA_STATE_NAME, latest_complete_checkpoint
+from hf_lmobj.trainer.checkpoints import latest_complete_checkpoint
+from hf_lmobj.trainer.state_files import COMPLETE_NAME, DATA_STATE_NAME
 from tests.testing_utils import tiny_gpt2
 
 

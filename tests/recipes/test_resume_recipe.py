@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 
 from hf_lmobj.trainer import time_budget
-from hf_lmobj.trainer.checkpoints import COMPLETE_NAME
 from hf_lmobj.trainer.resume import RUN_DECISIONS_NAME
+from hf_lmobj.trainer.state_files import COMPLETE_NAME
 from tests.testing_utils import QUICK, ROOT, load_recipe
 
 # 4 steps under a 0.6 s budget at a faked 0.1 s per step (0.6 / (0.1 * 1.05 + 0.025)), checkpoints 2 and 4
