@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +36,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 from hf_lmobj.data.pipeline import PretrainingStream, as_tensors, ghost_batch
+from hf_lmobj.validation import check_count, check_flag, check_length
 
 __all__ = ["PipelineLoader"]
 
@@ -44,7 +46,12 @@ def _identity(item: Any) -> Any:
 
 
 class PipelineLoader:
-    """Batches of ``stream`` for this rank, in step order, ranks kept in step (see the module docstring)."""
+    """Batches of ``stream`` for this rank, in step order, ranks kept in step (see the module docstring).
+
+    ``num_workers`` is an int >= 0, ``pin_memory`` / ``persistent_workers`` bools, ``prefetch_factor``
+    None or an int >= 1, ``multiprocessing_context`` None, a start method's name or a context. An epoch
+    in which no rank gets a single row (every source empty) is refused by the sources' names.
+    """
 
     def __init__(
         self,
@@ -58,7 +65,15 @@ class PipelineLoader:
         if not isinstance(stream, PretrainingStream):
             raise TypeError(f"PipelineLoader takes a PretrainingStream, got {type(stream).__name__}")
         self.dataset = stream
-        self.num_workers = int(num_workers)
+        self.num_workers = check_count(num_workers, "num_workers", fix="0 reads in the main process")
+        pin_memory = check_flag(pin_memory, "pin_memory")
+        persistent_workers = check_flag(persistent_workers, "persistent_workers")
+        prefetch_factor = check_length(prefetch_factor, "prefetch_factor", optional=True)
+        if isinstance(multiprocessing_context, str) and multiprocessing_context not in _START_METHODS:
+            raise ValueError(
+                f"multiprocessing_context must be one of {_START_METHODS} (or a context, or None), "
+                f"got {multiprocessing_context!r}"
+            )
         self._loader_kwargs = {
             "batch_size": None,
             "num_workers": self.num_workers,
@@ -88,6 +103,7 @@ class PipelineLoader:
         return steps
 
     def set_epoch(self, epoch: int) -> None:
+        epoch = check_count(epoch, "epoch")
         if self._pending_epoch is not None:  # a resumed stream continues its own epoch count
             self._epoch_offset = self._pending_epoch - epoch
             self._pending_epoch = None
@@ -117,9 +133,12 @@ class PipelineLoader:
 
         Planned: any world size, as long as the rows already trained are a whole number of this
         run's global batches (``batch_size x world_size``). Streamed: the same world size and workers.
-        Raises ``ValueError`` naming what changed.
+        Raises ``ValueError`` naming what changed, or what the saved states lack.
         """
-        stream, first = self.dataset, states[0]
+        stream = self.dataset
+        batches_in_epoch = check_count(batches_in_epoch, "batches_in_epoch")
+        _check_states(states, stream)
+        first = states[0]
         if first["regime"] != ("planned" if stream.planned else "streamed"):
             raise ValueError(f"the checkpoint's data was {first['regime']}, this run's is not; resume the same data")
         if stream.planned:
@@ -160,8 +179,10 @@ class PipelineLoader:
         items = self._items() if self.dataset.planned or self.num_workers < 2 else self._in_unit_order(self._items())
         if self.dataset.planned or self.dataset.world_size == 1:
             yield from (self._take(item) for item in items)
+            if resumed is None and self.batches_in_epoch == 0:  # a fresh epoch with no row: nothing would train
+                raise ValueError(self.dataset.empty_message())
         else:
-            yield from self._in_step(items)
+            yield from self._in_step(items, fresh=resumed is None)
 
     def _items(self) -> Iterator[dict[str, Any]]:
         expected = self.dataset.start_step
@@ -211,12 +232,17 @@ class PipelineLoader:
             self._positions[item["unit"]] = item["position"]
         return as_tensors(item["batch"])
 
-    def _in_step(self, items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """Streamed on several ranks: stop when every rank is out of data, ghosts until then."""
+    def _in_step(self, items: Iterator[dict[str, Any]], fresh: bool) -> Iterator[dict[str, Any]]:
+        """Streamed on several ranks: stop when every rank is out of data, ghosts until then.
+
+        A ``fresh`` (not resumed) epoch in which no rank has a first batch raises on every rank at once.
+        """
         last = None
         while True:
             item = next(items, None)
             if not _any_rank(item is not None):
+                if fresh and self.batches_in_epoch == 0:
+                    raise ValueError(self.dataset.empty_message())
                 return
             if item is not None:
                 last = self._take(item)
@@ -224,6 +250,44 @@ class PipelineLoader:
             else:
                 self.batches_in_epoch += 1
                 yield ghost_batch(last if last is not None else self.dataset.template_batch())
+
+
+_START_METHODS = tuple(multiprocessing.get_all_start_methods())
+
+#: What every rank's saved data state holds (``state_dict``); a streamed one also its units' positions.
+_STATE_KEYS = ("regime", "epoch", "batches_in_epoch", "batch_size", "world_size", "rank", "workers", "tokens_by_source")
+_STREAMED_KEYS = ("units", "next_unit", "exhausted")
+_STATE_FIX = "resume from another checkpoint (or start afresh)"
+
+
+def _check_states(states: Any, stream: PretrainingStream) -> None:
+    """Every rank's saved state: a dict with the keys of ``state_dict``, one per rank of the checkpoint."""
+    if not isinstance(states, (list, tuple)) or not states:
+        raise ValueError(f"the data states must be a non-empty list (one per rank), got {states!r:.80}; {_STATE_FIX}")
+    for rank, state in enumerate(states):
+        if not isinstance(state, dict):
+            raise ValueError(f"the data state of rank {rank} is a {type(state).__name__}, not a dict; {_STATE_FIX}")
+        needed = _STATE_KEYS + (_STREAMED_KEYS if state.get("regime") == "streamed" else ())
+        missing = [key for key in needed if key not in state]
+        if missing:
+            raise ValueError(f"the data state of rank {rank} has no {', '.join(map(repr, missing))}; {_STATE_FIX}")
+        if state["regime"] not in ("planned", "streamed"):
+            raise ValueError(f"the data state of rank {rank} has regime {state['regime']!r}; {_STATE_FIX}")
+        counts = state["tokens_by_source"]
+        if not isinstance(counts, list) or len(counts) != len(stream.sources):
+            raise ValueError(
+                f"the data state of rank {rank} counts tokens of {len(counts) if isinstance(counts, list) else '?'} "
+                f"sources, this run has {len(stream.sources)}; resume with the same sources"
+            )
+        for key in ("epoch", "batches_in_epoch", "rank", "workers"):
+            check_count(state[key], f"the data state of rank {rank}: {key}")
+        for key in ("batch_size", "world_size"):
+            check_count(state[key], f"the data state of rank {rank}: {key}", 1)
+    if len(states) != states[0]["world_size"]:
+        raise ValueError(
+            f"the checkpoint holds {len(states)} data states for a world size of {states[0]['world_size']}; "
+            f"{_STATE_FIX}"
+        )
 
 
 def _any_rank(flag: bool) -> bool:

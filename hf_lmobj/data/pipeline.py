@@ -36,7 +36,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,10 +46,10 @@ from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.mixture import normalized_weights
 from hf_lmobj.data.planned import EpochPlan
 from hf_lmobj.data.rows import RowFormat
-from hf_lmobj.data.sources import DatasetSource, is_random_access
+from hf_lmobj.data.sources import DatasetSource, RandomAccessSource, TextStream, is_random_access
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-from hf_lmobj.validation import check_length
+from hf_lmobj.validation import check_count, check_flag, check_length, check_seed, check_unique_names
 
 __all__ = ["PretrainingStream", "ghost_batch", "as_arrays", "as_tensors", "TARGET_KEYS"]
 
@@ -68,7 +68,17 @@ def as_tensors(batch: dict[str, Any]) -> dict[str, Any]:
 
 
 def ghost_batch(batch: dict[str, Any]) -> dict[str, Any]:
-    """``batch`` with every target ignored: the model runs, nothing is trained, no gradient added."""
+    """``batch`` with every target ignored: the model runs, nothing is trained, no gradient added.
+
+    A batch without a target tensor (``labels`` / ``shift_labels``) is refused: its ghost would train.
+    """
+    if not isinstance(batch, Mapping):
+        raise TypeError(f"batch must be a dict of tensors (a collator's output), got {type(batch).__name__}")
+    if not any(isinstance(batch.get(key), torch.Tensor) for key in TARGET_KEYS):
+        raise ValueError(
+            f"the batch has no target tensor ({' / '.join(TARGET_KEYS)}; keys: {sorted(batch)}), so a ghost batch of "
+            "it would still train; use a collator that returns labels"
+        )
     ghost = dict(batch)
     for key in TARGET_KEYS:
         if isinstance(ghost.get(key), torch.Tensor):
@@ -80,15 +90,20 @@ class PretrainingStream(torch.utils.data.IterableDataset):
     """Collated batches of one rank from ``sources`` (see the module docstring).
 
     Args:
-        sources: random-access sources (``DatasetSource``, ``TokenStore``) and / or ``TextStream`` s.
+        sources: a list of random-access sources (``DatasetSource`` or a tokenized ``datasets.Dataset``,
+            ``TokenStore``) and / or ``TextStream`` s; a random-access source needs at least one token.
         row_format: ``RowFormat("packed", max_length)`` (causal) or ``RowFormat("pieces", n)``.
         collator: the objective's collator, called on each batch's row features.
-        batch_size: rows per batch (``per_device_train_batch_size``).
-        weights: share of the tokens of each source (several sources); normalized.
-        names: what logs call each source (default ``source0``, ``source1``, ...).
-        seed: orders documents and blocks; the collator's own seed keys its masks / noise.
+        batch_size: rows per batch (``per_device_train_batch_size``), >= 1.
+        weights: share of the tokens of each source (several sources): finite, > 0; normalized.
+        names: what logs call each source (default ``source0``, ``source1``, ...), each its own name.
+        seed: orders documents and blocks, an int in ``[0, 2**32)``; the collator's own seed keys its
+            masks / noise.
         shuffle: shuffle documents (once) and blocks (each epoch); False keeps the sources' order.
-        block_documents: documents laid out together (larger packs tighter, holds more in memory).
+        block_documents: documents laid out together (larger packs tighter, holds more in memory), >= 1.
+
+    Every argument is checked here (a string ``shuffle``, a float seed, duplicate names, an empty
+    source are refused by name); an epoch of streams that yields no row at all is refused by the loader.
     """
 
     def __init__(
@@ -104,25 +119,31 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         shuffle: bool = True,
         block_documents: int = 1000,
     ) -> None:
-        sources = [DatasetSource(s) if _is_dataset(s) else s for s in sources]
-        if not sources:
-            raise ValueError("sources is empty; give at least one source")
-        self.names = list(names) if names is not None else [f"source{i}" for i in range(len(sources))]
+        sources = _check_sources(sources)
+        names = [f"source{i}" for i in range(len(sources))] if names is None else names
+        self.names = check_unique_names(names, "names")
         if len(self.names) != len(sources):
-            raise ValueError(f"got {len(self.names)} names for {len(sources)} sources")
+            raise ValueError(f"got {len(self.names)} names for {len(sources)} sources; give one name per source")
+        for name, source in zip(self.names, sources):
+            _check_not_empty(source, name)
         if len(sources) > 1 and weights is None:
             raise ValueError("several sources need weights (their share of the tokens), e.g. weights=[0.7, 0.3]")
         self.weights = normalized_weights(weights, self.names) if weights is not None else None
+        if not isinstance(row_format, RowFormat):
+            raise TypeError(f"row_format must be a RowFormat (e.g. RowFormat('packed', 512)), got {row_format!r}")
+        if not callable(collator):
+            raise TypeError(f"collator must be callable (features -> batch), got {type(collator).__name__}")
         self.sources, self.row_format, self.collator = list(sources), row_format, collator
         self.batch_size = check_length(batch_size, "batch_size")
         self.block_documents = check_length(block_documents, "block_documents")
-        self.seed, self.shuffle = int(seed), bool(shuffle)
+        self.seed, self.shuffle = check_seed(seed), check_flag(shuffle, "shuffle")
         self.rank, self.world_size, self.epoch, self.start_step = 0, 1, 0, 0
         self.resume_positions: dict[int, dict[str, Any]] = {}  # streamed: unit -> position to resume from
         self.plan = None
         if len(sources) == 1 and is_random_access(sources[0]):
-            self.plan = EpochPlan(sources[0].lengths, row_format, block_documents, seed, shuffle)
-        self.reader = UnitReader(self.sources, row_format, self.weights, block_documents, seed, shuffle)
+            self.plan = EpochPlan(sources[0].lengths, row_format, self.block_documents, self.seed, self.shuffle)
+        self.reader = UnitReader(self.sources, row_format, self.weights, self.block_documents, self.seed,
+                                 self.shuffle, self.names)  # fmt: skip
 
     # ---- placement -------------------------------------------------------------------------
     @property
@@ -131,13 +152,14 @@ class PretrainingStream(torch.utils.data.IterableDataset):
 
     def shard(self, rank: int, world_size: int) -> PretrainingStream:
         """Read as rank ``rank`` of ``world_size`` (the trainer calls this before iterating)."""
+        world_size, rank = check_count(world_size, "world_size", 1), check_count(rank, "rank")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
-        self.rank, self.world_size = int(rank), int(world_size)
+        self.rank, self.world_size = rank, world_size
         return self
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        self.epoch = check_count(epoch, "epoch")
 
     def __len__(self) -> int:
         if self.plan is None:
@@ -167,7 +189,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         for step in range(self.start_step + worker, plan.steps(self.batch_size, self.world_size), workers):
             rows = plan.rows_of_step(step, self.rank, self.batch_size, self.world_size, self.epoch)
             features = [self._planned_row(source, row) for row in (rows or [last])]
-            batch = self.collator(features)
+            batch = self._collate(features)
             tokens = np.array([sum(len(f["input_ids"]) for f in features) if rows else 0], dtype=np.int64)
             yield {"step": step, "batch": batch if rows else ghost_batch(batch), "tokens": tokens}
 
@@ -205,15 +227,32 @@ class PretrainingStream(torch.utils.data.IterableDataset):
             features.append(feature)
             tokens += by_source
             if len(features) == self.batch_size:
-                yield {"batch": self.collator(features), "tokens": tokens, "unit": unit, "position": position}
+                yield {"batch": self._collate(features), "tokens": tokens, "unit": unit, "position": position}
                 features, tokens = [], np.zeros_like(tokens)
         if features:
-            yield {"batch": self.collator(features), "tokens": tokens, "unit": unit, "position": position}
+            yield {"batch": self._collate(features), "tokens": tokens, "unit": unit, "position": position}
+
+    def _collate(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = self.collator(features)
+        if not isinstance(batch, Mapping):
+            raise TypeError(f"the collator must return a dict of tensors, {type(self.collator).__name__} returned "
+                            f"{type(batch).__name__}")  # fmt: skip
+        return batch
 
     def template_batch(self) -> dict[str, Any]:
         """A ghost batch of one real row, for a rank whose slice held no document at all."""
-        feature, _, _ = next(iter(self.reader.rows(0, 1, self.epoch)))
-        return ghost_batch(self.collator([feature]))
+        first = next(iter(self.reader.rows(0, 1, self.epoch)), None)
+        if first is None:
+            raise ValueError(self.empty_message())
+        return ghost_batch(self._collate([first[0]]))
+
+    def empty_message(self) -> str:
+        """Why an epoch gave no row at all: the sources' names and what to check."""
+        names = ", ".join(repr(name) for name in self.names)
+        return (
+            f"the sources ({names}) gave no row in epoch {self.epoch}: every one is empty or holds only empty "
+            "texts (an empty file or split?); give the pipeline at least one non-empty document"
+        )
 
     def fingerprint(self) -> dict[str, Any]:
         """What the rows depend on: sources, weights, row format, block size, seed, shuffle."""
@@ -245,3 +284,38 @@ def _is_dataset(value: Any) -> bool:
     import datasets
 
     return isinstance(value, datasets.Dataset)
+
+
+def _check_sources(sources: Any) -> list[Any]:
+    """A list of sources, each a ``TextStream`` or random-access (a ``datasets.Dataset`` becomes a ``DatasetSource``)."""
+    import datasets
+
+    single = (str, bytes, Mapping, datasets.Dataset, datasets.IterableDataset, TextStream, DatasetSource)
+    if isinstance(sources, single) or not isinstance(sources, Sequence):
+        raise TypeError(
+            f"sources must be a list of sources, got {type(sources).__name__}; wrap one in a list: [source]"
+        )
+    checked = [DatasetSource(s) if _is_dataset(s) else s for s in sources]
+    if not checked:
+        raise ValueError("sources is empty; give at least one source")
+    for i, source in enumerate(checked):
+        if isinstance(source, datasets.IterableDataset):
+            raise TypeError(f"sources[{i}] is a streamed IterableDataset; wrap it: TextStream(dataset, tokenizer)")
+        if not isinstance(source, (TextStream, RandomAccessSource)):
+            raise TypeError(
+                f"sources[{i}] must be a TextStream, a DatasetSource / tokenized datasets.Dataset or a TokenStore, "
+                f"got {type(source).__name__}"
+            )
+    return checked
+
+
+def _check_not_empty(source: Any, name: str) -> None:
+    """A random-access source with no document, or only empty ones, is refused by name (0 steps otherwise)."""
+    if isinstance(source, TextStream):
+        return  # a stream's size is known once read (the loader refuses an epoch that gave no row)
+    lengths = np.asarray(source.lengths)
+    if lengths.size == 0 or int(lengths.sum()) == 0:
+        raise ValueError(
+            f"source {name!r} holds no token ({lengths.size} documents, all empty); it would train 0 steps; "
+            "give it at least one non-empty document"
+        )

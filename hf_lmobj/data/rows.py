@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from hf_lmobj.packing.rows import pack_layout
-from hf_lmobj.validation import check_length
+from hf_lmobj.validation import check_count, check_length
 
-__all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "shuffle_rows", "row_feature"]
+__all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "check_lengths", "shuffle_rows", "row_feature"]
 
 ROW_KINDS = ("packed", "pieces")
 
@@ -49,9 +49,10 @@ class RowFormat:
     max_length: int
 
     def __post_init__(self) -> None:
-        if self.kind not in ROW_KINDS:
+        if not isinstance(self.kind, str) or self.kind not in ROW_KINDS:
             raise ValueError(f"row kind must be one of {ROW_KINDS}, got {self.kind!r}")
-        check_length(self.max_length, "max_length", 2, "a row needs a token and the next one")
+        length = check_length(self.max_length, "max_length", 2, "a row needs a token and the next one")
+        object.__setattr__(self, "max_length", length)  # a numpy int becomes an int (fingerprints are JSON)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,16 @@ class BlockLayout:
     chunk_len: np.ndarray  # (C,)
     row_offsets: np.ndarray  # (R + 1,) chunks of row r are row_offsets[r]:row_offsets[r + 1]
 
+    def __post_init__(self) -> None:
+        chunks = {name: np.asarray(getattr(self, name)) for name in ("chunk_doc", "chunk_start", "chunk_len")}
+        sizes = {name: array.shape for name, array in chunks.items()}
+        if any(len(shape) != 1 for shape in sizes.values()) or len(set(sizes.values())) != 1:
+            raise ValueError(f"chunk_doc, chunk_start and chunk_len must be 1-D of one size, got shapes {sizes}")
+        offsets = np.asarray(self.row_offsets)
+        size = next(iter(sizes.values()))[0]
+        if offsets.ndim != 1 or offsets.size == 0 or offsets[0] != 0 or offsets[-1] != size:
+            raise ValueError(f"row_offsets must be 1-D, from 0 to the {size} chunks, got {offsets!r:.80}")
+
     @property
     def num_rows(self) -> int:
         return int(self.row_offsets.size - 1)
@@ -72,9 +83,34 @@ class BlockLayout:
         return int(self.chunk_len.sum())
 
 
+def check_lengths(lengths: Any, field: str = "lengths") -> np.ndarray:
+    """Document lengths as a 1-D int64 array of counts >= 0 (floats and bools refused, never cut to ints).
+
+    Example:
+        >>> check_lengths([3, 0, 2]).tolist()
+        [3, 0, 2]
+        >>> check_lengths([2.5])
+        Traceback (most recent call last):
+        ...
+        TypeError: lengths must hold ints (token counts), got float64
+    """
+    array = np.asarray(lengths)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{field} must hold ints (token counts), got {array.dtype}")
+    if array.ndim != 1:
+        raise ValueError(f"{field} must be 1-D (one length per document), got shape {array.shape}")
+    if int(array.min()) < 0:
+        raise ValueError(f"{field} must be >= 0, got {int(array.min())} at {int(array.argmin())}")
+    return array.astype(np.int64, copy=False)
+
+
 def block_layout(lengths: np.ndarray, fmt: RowFormat) -> BlockLayout:
     """The rows of documents of ``lengths`` (empty documents hold no token and get no row)."""
-    lengths = np.asarray(lengths, dtype=np.int64)  # (D,)
+    if not isinstance(fmt, RowFormat):
+        raise TypeError(f"fmt must be a RowFormat, got {type(fmt).__name__}")
+    lengths = check_lengths(lengths)  # (D,)
     doc_starts = np.cumsum(lengths) - lengths  # (D,) flat start of each document
     keep = np.flatnonzero(lengths > 0)
     if fmt.kind == "pieces":  # near-equal cuts: every piece of a document of >= 2 tokens has >= 2
@@ -100,6 +136,8 @@ def shuffle_rows(layout: BlockLayout, rng: np.random.Generator) -> BlockLayout:
         >>> shuffle_rows(layout, np.random.default_rng(0)).chunk_doc.tolist()
         [2, 0, 1]
     """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     order = rng.permutation(layout.num_rows)  # (R,) new row r is old row order[r]
     counts = np.diff(layout.row_offsets)[order]  # (R,) chunks per new row
     first = np.repeat(layout.row_offsets[:-1][order], counts)  # (C,) old first chunk of each chunk's row
@@ -111,6 +149,9 @@ def shuffle_rows(layout: BlockLayout, rng: np.random.Generator) -> BlockLayout:
 
 def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: RowFormat) -> dict[str, Any]:
     """Row ``row`` of ``layout`` as the feature its collator takes (``docs``: the block's token ids)."""
+    row = check_count(row, "row")
+    if row >= layout.num_rows:
+        raise ValueError(f"row must be in [0, {layout.num_rows}) (the block's rows), got {row}")
     first, last = int(layout.row_offsets[row]), int(layout.row_offsets[row + 1])
     pieces = [
         docs[d][s : s + n]

@@ -10,30 +10,51 @@ Two kinds, by how they are read:
   (``datasets.distributed.split_dataset_by_node``: by shards when they divide evenly, else by
   examples).
 
+Every argument is checked where it enters (:mod:`hf_lmobj.validation`), and a stream's rows are
+checked as they are read: a row without the text column, a ``None`` or non-string text, a file that is
+not UTF-8 or not valid JSON raise a ``ValueError`` / ``TypeError`` naming the source, the file being
+read, the row and the fix, never a bare ``KeyError`` or an error from inside pyarrow.
+
 Example:
     >>> import datasets
     >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2], [3], [4, 5, 6]]}))
     >>> source.lengths.tolist(), source.document(2).tolist()
     ([2, 1, 3], [4, 5, 6])
+    >>> DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2]]}).select([]))
+    Traceback (most recent call last):
+    ...
+    ValueError: the dataset has 0 rows; a source needs at least one document
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import torch
+from datasets.table import CastError
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-from hf_lmobj.plain_text import encode_plain
+from hf_lmobj.plain_text import check_texts, encode_plain
+from hf_lmobj.validation import check_count, check_flag, check_length, check_name
 
-__all__ = ["RandomAccessSource", "DatasetSource", "TextStream", "encode_texts_as_documents", "is_random_access"]
+__all__ = [
+    "RandomAccessSource",
+    "DatasetSource",
+    "TextStream",
+    "READ_ERRORS",
+    "check_unit",
+    "encode_texts_as_documents",
+    "is_random_access",
+]
 
 
 @runtime_checkable
@@ -55,13 +76,29 @@ def is_random_access(source: Any) -> bool:
 
 
 class DatasetSource:
-    """A tokenized in-memory ``datasets.Dataset`` (one document per row in ``column``) as a source."""
+    """A tokenized in-memory ``datasets.Dataset`` (one document per row in ``column``) as a source.
+
+    The column must hold lists of token ids (ints >= 0); a dataset with no row, no token, a missing
+    (``None``) document or a column of anything else is refused where it enters.
+    """
 
     def __init__(self, dataset: datasets.Dataset, column: str = "input_ids") -> None:
         if not isinstance(dataset, datasets.Dataset):
             raise TypeError(f"DatasetSource takes a datasets.Dataset, got {type(dataset).__name__}")
+        column = check_name(column, "column")
         if column not in dataset.column_names:
             raise ValueError(f"dataset has no {column!r} column (has {dataset.column_names}); tokenize it first")
+        if dataset.num_rows == 0:
+            raise ValueError("the dataset has 0 rows; a source needs at least one document")
+        _check_token_column(dataset.data.column(column), column)
+        self._load(dataset, column)
+        if int(self._lengths.sum()) == 0:
+            raise ValueError(
+                f"every document of the dataset's {column!r} column is empty (0 tokens over {dataset.num_rows} rows); "
+                "a source needs at least one token"
+            )
+
+    def _load(self, dataset: datasets.Dataset, column: str) -> None:
         self.dataset, self.column = dataset, column
         self._column = dataset.data.column(column)
         self._lengths = pc.list_value_length(self._column).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -74,10 +111,13 @@ class DatasetSource:
         return int(self._lengths.size)
 
     def document(self, index: int) -> np.ndarray:
-        return np.asarray(self._column[int(index)].values.to_numpy(zero_copy_only=False), dtype=np.int64)
+        index = _document_index(index, self._lengths.size)
+        return np.asarray(self._column[index].values.to_numpy(zero_copy_only=False), dtype=np.int64)
 
     def document_slice(self, index: int, start: int, stop: int) -> np.ndarray:
-        values = self._column[int(index)].values.slice(start, stop - start)
+        index = _document_index(index, self._lengths.size)
+        start, stop = _token_span(start, stop, int(self._lengths[index]), index)
+        values = self._column[index].values.slice(start, stop - start)
         return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
 
     def fingerprint(self) -> str:
@@ -87,7 +127,53 @@ class DatasetSource:
         return {"dataset": self.dataset, "column": self.column}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["dataset"], state["column"])
+        self._load(state["dataset"], state["column"])  # checked when it was built
+
+
+def _check_token_column(column: pa.ChunkedArray, name: str) -> None:
+    """Lists of ints >= 0, none missing (a float list would be cut to ints, a ``None`` read as garbage).
+
+    Lists of nothing but empty lists (arrow's ``list<null>``) pass here: the caller refuses them as empty.
+    """
+    kind = column.type
+    is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    if not is_list or not (pa.types.is_integer(kind.value_type) or pa.types.is_null(kind.value_type)):
+        raise TypeError(
+            f"the dataset's {name!r} column must hold lists of token ids (ints), got {kind}; tokenize the text first"
+        )
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"row {row} of the dataset's {name!r} column is None; drop the rows without a document")
+    smallest = pc.min(pc.list_flatten(column)).as_py()
+    if smallest is not None and smallest < 0:
+        raise ValueError(f"the dataset's {name!r} column holds a negative token id ({smallest}); ids must be >= 0")
+
+
+def _document_index(index: Any, count: int) -> int:
+    """``index`` as an int in ``[0, count)`` (a negative or past-the-end index is refused, not wrapped)."""
+    try:
+        value = operator.index(index)
+    except TypeError:
+        raise TypeError(f"document index must be an int, got {index!r}") from None
+    if isinstance(index, (bool, np.bool_)) or not 0 <= value < count:
+        raise ValueError(f"document index must be in [0, {count}), got {index!r}")
+    return value
+
+
+def _token_span(start: Any, stop: Any, length: int, index: int) -> tuple[int, int]:
+    """``[start, stop)`` within a document of ``length`` tokens (never silently cut short)."""
+    start, stop = check_count(start, "start"), check_count(stop, "stop")
+    if not start <= stop <= length:
+        raise ValueError(f"document {index} has {length} tokens; [start, stop) = [{start}, {stop}) is not inside it")
+    return start, stop
+
+
+def _check_tokenizer(tokenizer: Any, add_bos: bool, add_eos: bool) -> None:
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise TypeError(f"tokenizer must be a transformers tokenizer, got {type(tokenizer).__name__}")
+    for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
+        if flag and getattr(tokenizer, f"{role}_token_id") is None:
+            raise ValueError(f"add_{role}=True but the tokenizer has no {role}_token; pass add_{role}=False")
 
 
 def encode_texts_as_documents(
@@ -96,12 +182,25 @@ def encode_texts_as_documents(
     """Token ids of each text with BOS / EOS by id; special-token strings in the text stay text.
 
     The text is encoded by :func:`hf_lmobj.plain_text.encode_plain` (a fast tokenizer's Rust
-    ``encode_batch_fast``, no offsets, no Python-side ``BatchEncoding``).
+    ``encode_batch_fast``, no offsets, no Python-side ``BatchEncoding``). ``texts`` must be a list of
+    strings (a lone string is refused, not read character by character).
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> [doc.tolist()[0] == tok.bos_token_id for doc in encode_texts_as_documents(tok, ["a", "b c"], True, True)]
+        [True, True]
     """
-    rows = encode_plain(tokenizer, texts)
+    add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
+    _check_tokenizer(tokenizer, add_bos, add_eos)
+    rows = encode_plain(tokenizer, check_texts(texts, "texts"))
     head = [tokenizer.bos_token_id] if add_bos else []
     tail = [tokenizer.eos_token_id] if add_eos else []
     return [np.array(head + row + tail, dtype=np.int64) for row in rows]
+
+
+#: What reading a stream's files raises when a file is bad (not UTF-8, not valid JSON, other columns).
+READ_ERRORS = (UnicodeError, pa.ArrowException, CastError, json.JSONDecodeError)
 
 
 class TextStream:
@@ -109,13 +208,26 @@ class TextStream:
 
     Args:
         dataset: ``load_dataset(..., streaming=True)`` (Hub id or local json / parquet / text /
-            arrow files) or an in-memory ``Dataset`` of text (read as a stream).
+            arrow files) or an in-memory ``Dataset`` of text (read as a stream; at least one row).
         tokenizer: a fast tokenizer; documents get BOS / EOS by id when ``add_bos`` / ``add_eos``.
         text_column: the column holding the text.
-        batch_size: texts tokenized per call (the fast tokenizer's batch).
-        name: how logs and the fingerprint call this source.
+        batch_size: texts tokenized per call (the fast tokenizer's batch), >= 1.
+        name: how logs, errors and the fingerprint call this source.
         encode: a per-text transform (texts -> the documents each becomes, e.g.
             :class:`~hf_lmobj.data.transforms.FimPieces`); None encodes each text as one document.
+
+    Rows are checked as they are read: a row without ``text_column``, a ``None`` or non-string text,
+    and a file that cannot be read (not UTF-8, not valid JSON) raise an error naming this stream,
+    the file being read, the row and the fix.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> stream = TextStream(datasets.Dataset.from_dict({"text": ["a b", None]}), tok, name="web")
+        >>> list(stream.iter_documents(stream.dataset))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: stream 'web': row 1 has no text (None in column 'text'); drop or fill the rows without text...
     """
 
     def __init__(
@@ -129,25 +241,50 @@ class TextStream:
         name: str = "stream",
         encode: Callable[[list[str]], list[list[np.ndarray]]] | None = None,
     ) -> None:
+        name = check_name(name, "name")
         if isinstance(dataset, datasets.Dataset):
+            if dataset.num_rows == 0:
+                raise ValueError(f"stream {name!r}: the dataset has 0 rows; a source needs at least one document")
             dataset = dataset.to_iterable_dataset(num_shards=min(64, max(dataset.num_rows, 1)))
         if not isinstance(dataset, datasets.IterableDataset):
             raise TypeError(f"TextStream takes a datasets IterableDataset or Dataset, got {type(dataset).__name__}")
-        for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
-            if flag and getattr(tokenizer, f"{role}_token_id") is None:
-                raise ValueError(f"add_{role}=True but the tokenizer has no {role}_token; pass add_{role}=False")
+        add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
+        _check_tokenizer(tokenizer, add_bos, add_eos)
+        text_column = check_name(text_column, "text_column")
         names = dataset.column_names
         if names is not None and text_column not in names:
             raise ValueError(f"the stream has no column {text_column!r} (has {names}); set text_column=<column>")
+        kind = getattr((dataset.features or {}).get(text_column), "dtype", None)
+        if kind is not None and kind not in ("string", "large_string"):
+            raise TypeError(
+                f"stream {name!r}: column {text_column!r} holds {kind}, not text; set text_column= to the text column"
+            )
+        if encode is not None and not callable(encode):
+            raise TypeError(f"encode must be a callable (texts -> documents of each) or None, got {encode!r}")
         self.dataset, self.tokenizer, self.text_column = dataset, tokenizer, text_column
-        self.add_bos, self.add_eos, self.batch_size, self.name = add_bos, add_eos, batch_size, name
+        self.add_bos, self.add_eos, self.name = add_bos, add_eos, name
+        self.batch_size = check_length(batch_size, "batch_size", why="texts tokenized per call")
         self.encode = encode
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
         """The documents of a batch of texts, in order: one per text, or what ``encode`` makes of each."""
         if self.encode is None:
             return encode_texts_as_documents(self.tokenizer, texts, self.add_bos, self.add_eos)
-        return [doc for docs in self.encode(texts) for doc in docs]
+        made = self.encode(texts)
+        if not isinstance(made, Sequence) or len(made) != len(texts):
+            count = len(made) if isinstance(made, Sequence) else type(made).__name__
+            raise ValueError(
+                f"stream {self.name!r}: encode={self.encode!r} made {count} entries for {len(texts)} texts; "
+                "it must return one list of documents per text"
+            )
+        documents = [doc for docs in made for doc in docs]
+        for doc in documents:
+            if not isinstance(doc, np.ndarray) or doc.ndim != 1 or not np.issubdtype(doc.dtype, np.integer):
+                raise TypeError(
+                    f"stream {self.name!r}: encode={self.encode!r} must make 1-D integer numpy arrays of token ids, "
+                    f"got {type(doc).__name__}{'' if not isinstance(doc, np.ndarray) else f' {doc.dtype} {doc.shape}'}"
+                )
+        return documents
 
     def unit_slice(self, unit: int, num_units: int, epoch: int = 0) -> datasets.IterableDataset:
         """The examples unit ``unit`` of ``num_units`` reads (disjoint, together all of them).
@@ -157,27 +294,69 @@ class TextStream:
         """
         from datasets.distributed import split_dataset_by_node
 
+        unit, num_units = check_unit(unit, num_units)
+        epoch = check_count(epoch, "epoch")
         info = torch.utils.data.get_worker_info()
         workers = info.num_workers if info is not None else 1
+        if num_units % workers:
+            raise ValueError(f"num_units ({num_units}) must be processes x workers, a multiple of {workers} workers")
         rank, world = unit // workers, num_units // workers
         stream = self.dataset
         stream.set_epoch(epoch)
         return split_dataset_by_node(stream, rank=rank, world_size=world) if world > 1 else stream
 
-    def iter_documents(self, examples: datasets.IterableDataset) -> Iterator[np.ndarray]:
-        """Token ids of each example of ``examples``, in order (tokenized ``batch_size`` at a time)."""
+    def read_texts(self, rows: Iterator[dict[str, Any]], count: int, examples: Any, first_row: int = 0) -> list[str]:
+        """Up to ``count`` texts from ``rows`` (an iterator over ``examples``), fewer only at its end.
+
+        ``first_row`` numbers the first of them in errors; a bad row or an unreadable file is refused
+        naming this stream, the file being read (when ``datasets`` says) and the fix.
+        """
         texts: list[str] = []
-        for example in examples:
-            text = example.get(self.text_column)
-            if not isinstance(text, str):
-                raise TypeError(
-                    f"{self.name}: column {self.text_column!r} must hold strings, got {type(text).__name__}"
-                )
-            texts.append(text)
-            if len(texts) == self.batch_size:
-                yield from self.encode_batch(texts)
-                texts = []
-        if texts:
+        for _ in range(count):
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except READ_ERRORS as error:
+                raise ValueError(self._read_error(error, examples, first_row + len(texts))) from error
+            texts.append(self._text_of(row, first_row + len(texts), examples))
+        return texts
+
+    def _text_of(self, row: Any, number: int, examples: Any) -> str:
+        column = self.text_column
+        where = f"stream {self.name!r}: row {number}{_in_file(examples)}"
+        if not isinstance(row, dict) or column not in row:
+            columns = sorted(row) if isinstance(row, dict) else type(row).__name__
+            raise ValueError(
+                f"{where} has no column {column!r} (its columns: {columns}); set text_column= to the column "
+                "that holds the text"
+            )
+        text = row[column]
+        if text is None:
+            raise ValueError(
+                f"{where} has no text (None in column {column!r}); drop or fill the rows without text, e.g. "
+                f"dataset.filter(lambda row: row[{column!r}] is not None)"
+            )
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{where}: column {column!r} must hold strings, got {type(text).__name__} ({text!r:.60}); fix that "
+                "row, or set text_column= to the column that holds the text"
+            )
+        return text
+
+    def _read_error(self, error: Exception, examples: Any, number: int) -> str:
+        where = f"stream {self.name!r}: reading row {number}{_in_file(examples)} failed"
+        if isinstance(error, UnicodeError):
+            return f"{where}: the file is not UTF-8 text ({error}); re-encode it as UTF-8"
+        if isinstance(error, CastError):
+            return f"{where}: its columns differ from the first file's ({error}); give every file the same columns"
+        return f"{where}: {type(error).__name__}: {error}; fix or remove that file (JSON Lines: one object per line)"
+
+    def iter_documents(self, examples: Iterable[dict[str, Any]]) -> Iterator[np.ndarray]:
+        """Token ids of each example of ``examples``, in order (tokenized ``batch_size`` at a time)."""
+        rows, read = iter(examples), 0
+        while texts := self.read_texts(rows, self.batch_size, examples, read):
+            read += len(texts)
             yield from self.encode_batch(texts)
 
     def fingerprint(self) -> str:
@@ -190,3 +369,36 @@ class TextStream:
             "encode": None if self.encode is None else repr(self.encode),
         }
         return "stream:" + hashlib.blake2b(json.dumps(described, default=str).encode(), digest_size=8).hexdigest()
+
+
+def check_unit(unit: Any, num_units: Any) -> tuple[int, int]:
+    """``(unit, num_units)`` as ints with ``0 <= unit < num_units`` (a unit is one process x worker)."""
+    num_units = check_count(num_units, "num_units", 1)
+    unit = check_count(unit, "unit")
+    if unit >= num_units:
+        raise ValueError(f"unit must be in [0, num_units={num_units}), got {unit}")
+    return unit, num_units
+
+
+def _in_file(examples: Any) -> str:
+    """`` (in <file>)`` for the file ``datasets`` is reading for ``examples``, or ``""`` when it does not say."""
+    files = _files_being_read(getattr(examples, "_ex_iterable", None), set(), 0)
+    return f" (in {', '.join(files)})" if files else ""
+
+
+def _files_being_read(node: Any, seen: set[int], depth: int) -> list[str]:
+    """The files a ``datasets`` examples iterable is reading now (its ``FilesIterable`` s' current item)."""
+    from datasets.utils.track import TrackedIterableFromGenerator
+
+    if node is None or id(node) in seen or depth > 12 or isinstance(node, (str, bytes)):
+        return []
+    seen.add(id(node))
+    if isinstance(node, TrackedIterableFromGenerator):
+        return [str(node.last_item)] if node.last_item is not None else []
+    if isinstance(node, (list, tuple)):
+        children = node
+    elif isinstance(node, dict):
+        children = list(node.values())
+    else:
+        children = [getattr(node, attr, None) for attr in ("ex_iterable", "ex_iterables", "kwargs")]
+    return [file for child in children for file in _files_being_read(child, seen, depth + 1)]

@@ -26,17 +26,17 @@ Example:
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from hf_lmobj.data.mixture import TokenMixer
+from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights
 from hf_lmobj.data.planned import epoch_rng
 from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
-from hf_lmobj.data.sources import TextStream
+from hf_lmobj.data.sources import TextStream, check_unit
+from hf_lmobj.validation import check_count, check_flag, check_length, check_seed, check_unique_names
 
 __all__ = ["UnitReader", "SourceCursor"]
 
@@ -45,9 +45,15 @@ class SourceCursor:
     """One unit's documents of one source, pass by pass; ``position()`` is where the next one starts."""
 
     def __init__(self, reader: UnitReader, index: int, unit: int, num_units: int, position: dict | None) -> None:
+        if not isinstance(reader, UnitReader):
+            raise TypeError(f"reader must be a UnitReader, got {type(reader).__name__}")
+        index = check_count(index, "index")
+        if index >= len(reader.sources):
+            raise ValueError(f"index must be in [0, {len(reader.sources)}) (one per source), got {index}")
+        unit, num_units = check_unit(unit, num_units)
         self.reader, self.index, self.unit, self.num_units = reader, index, unit, num_units
         self.source = reader.sources[index]
-        position = position or {"pass": 0, "state": None, "taken": 0}
+        position = _check_cursor_position(position, reader.source_name(index))
         self._open(position["pass"], position["state"], position["taken"])
 
     def _open(self, pass_: int, state: Any, taken: int) -> None:
@@ -58,6 +64,7 @@ class SourceCursor:
             if state is not None:
                 self._examples.load_state_dict(state)
             self._iterator = iter(self._examples)
+            self._read = 0  # rows read in this pass since the position opened (numbers rows in errors)
             self._refill(skip=taken)
         else:
             count = self.source.lengths.size
@@ -67,11 +74,8 @@ class SourceCursor:
     def _refill(self, skip: int = 0) -> None:
         """Tokenize the stream's next batch of texts (``state`` = the stream's position before it)."""
         self.state = self._examples.state_dict()
-        column = self.source.text_column
-        texts = [row[column] for row in itertools.islice(self._iterator, self.source.batch_size)]
-        for text in texts:
-            if not isinstance(text, str):
-                raise TypeError(f"{self.source.name}: column {column!r} must hold strings, got {type(text).__name__}")
+        texts = self.source.read_texts(self._iterator, self.source.batch_size, self._examples, self._read)
+        self._read += len(texts)
         if texts:
             self._batch = self.source.encode_batch(texts)
         self.taken = skip
@@ -107,7 +111,11 @@ class SourceCursor:
 
 @dataclass
 class UnitReader:
-    """Rows of one unit's slice of ``sources`` (see the module docstring)."""
+    """Rows of one unit's slice of ``sources`` (see the module docstring).
+
+    ``weights`` (several sources) are each source's share of the tokens, finite and > 0; ``names``
+    (default ``source0``, ``source1``, ...) name the sources in errors.
+    """
 
     sources: Sequence[Any]
     fmt: RowFormat
@@ -115,6 +123,29 @@ class UnitReader:
     block_documents: int = 1000
     seed: int = 0
     shuffle: bool = True
+    names: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sources, (str, bytes, TextStream)) or not isinstance(self.sources, Sequence):
+            raise TypeError(f"sources must be a list of sources, got {type(self.sources).__name__}")
+        if not self.sources:
+            raise ValueError("sources is empty; give at least one source")
+        if not isinstance(self.fmt, RowFormat):
+            raise TypeError(f"fmt must be a RowFormat, got {type(self.fmt).__name__}")
+        count = len(self.sources)
+        names = [f"source{i}" for i in range(count)] if self.names is None else self.names
+        self.names = check_unique_names(names, "names")
+        if len(self.names) != count:
+            raise ValueError(f"got {len(self.names)} names for {count} sources; give one name per source")
+        if self.weights is not None:
+            check_mixture_weights(self.weights, self.names)
+        elif count > 1:
+            raise ValueError("several sources need weights (their share of the tokens), e.g. weights=[0.7, 0.3]")
+        self.block_documents = check_length(self.block_documents, "block_documents")
+        self.seed, self.shuffle = check_seed(self.seed), check_flag(self.shuffle, "shuffle")
+
+    def source_name(self, index: int) -> str:
+        return self.names[index]
 
     def _next_document(self, cursors: list[SourceCursor], mixer: TokenMixer | None, unit: int) -> tuple[int, Any]:
         """``(source, document)``; document None when the unit's single source is done."""
@@ -127,8 +158,8 @@ class UnitReader:
             doc = cursors[i].next()
             if doc is None:
                 raise ValueError(
-                    f"source {i} has no document for unit {unit} of {cursors[i].num_units} (processes x workers); "
-                    "give it at least as many documents (or shards) as units"
+                    f"source {self.names[i]!r} has no document for unit {unit} of {cursors[i].num_units} "
+                    "(processes x workers); give it at least as many documents (or shards) as units"
                 )
         mixer.add(i, int(doc.size))
         return i, doc
@@ -140,7 +171,10 @@ class UnitReader:
 
         ``position`` (from an earlier row) resumes right after that row.
         """
-        start = position or {"cursors": [None] * len(self.sources), "taken": None, "block": 0, "row": 0}
+        unit, num_units = check_unit(unit, num_units)
+        epoch = check_count(epoch, "epoch")
+        start = _check_position(position, len(self.sources))
+        start = start or {"cursors": [None] * len(self.sources), "taken": None, "block": 0, "row": 0}
         if len(self.sources) == 1 and start["cursors"][0] is None:
             start["cursors"][0] = {"pass": epoch, "state": None, "taken": 0}
         cursors = [SourceCursor(self, i, unit, num_units, p) for i, p in enumerate(start["cursors"])]
@@ -179,3 +213,41 @@ class UnitReader:
                 chunk_owner[first:last], weights=layout.chunk_len[first:last], minlength=len(self.sources)
             )
             yield row_feature(layout, row, docs, self.fmt), by_source.astype(np.int64)
+
+
+_POSITION_FIX = "resume from a checkpoint written by this pipeline (or start afresh)"
+
+
+def _check_position(position: Any, count: int) -> dict[str, Any] | None:
+    """A unit's saved position: ``{"cursors": [one per source], "taken", "block", "row"}`` (a copy)."""
+    if position is None:
+        return None
+    if not isinstance(position, dict) or any(key not in position for key in ("cursors", "taken", "block", "row")):
+        raise ValueError(
+            f"position must be a dict with 'cursors', 'taken', 'block' and 'row', got {position!r:.120}; {_POSITION_FIX}"
+        )
+    cursors, taken = position["cursors"], position["taken"]
+    if not isinstance(cursors, list) or len(cursors) != count:
+        raise ValueError(f"position['cursors'] must list one cursor per source ({count}), got {cursors!r:.120}")
+    if taken is not None and (not isinstance(taken, list) or len(taken) != count):
+        raise ValueError(f"position['taken'] must list the tokens taken from each of {count} sources, got {taken!r}")
+    check_count(position["block"], "position['block']"), check_count(position["row"], "position['row']")
+    return {**position, "cursors": list(cursors)}
+
+
+def _check_cursor_position(position: Any, name: str) -> dict[str, Any]:
+    """A source cursor's saved position ``{"pass", "state", "taken"}``; None starts the source afresh."""
+    if position is None:
+        return {"pass": 0, "state": None, "taken": 0}
+    if not isinstance(position, dict) or any(key not in position for key in ("pass", "state", "taken")):
+        raise ValueError(
+            f"the position of source {name!r} must be a dict with 'pass', 'state' and 'taken', got {position!r:.120}; "
+            f"{_POSITION_FIX}"
+        )
+    if position["state"] is not None and not isinstance(position["state"], dict):
+        raise ValueError(f"the position of source {name!r} has a state that is not a dict; {_POSITION_FIX}")
+    return {
+        "pass": check_count(position["pass"], f"the position of source {name!r}: pass"),
+        "state": position["state"],
+        "taken": check_count(position["taken"], f"the position of source {name!r}: taken"),
+    }

@@ -28,19 +28,23 @@ import numpy as np
 from hf_lmobj.fim.transform import FimTransform
 from hf_lmobj.packing.pieces import document_pieces
 from hf_lmobj.plain_text import check_texts
-from hf_lmobj.validation import check_count
+from hf_lmobj.validation import check_length, check_seed
 
 __all__ = ["FimPieces"]
 
 
 class FimPieces:
-    """Texts -> row-sized pieces -> FIM (see the module docstring); one list of documents per text."""
+    """Texts -> row-sized pieces -> FIM (see the module docstring); one list of documents per text.
+
+    ``max_tokens`` (tokens per piece) is an int >= 1 and ``seed`` an int in ``[0, 2**32)``; ``texts``
+    a list of strings.
+    """
 
     def __init__(self, fim: FimTransform, max_tokens: int, seed: int = 0) -> None:
         if not isinstance(fim, FimTransform):
             raise TypeError(f"fim must be a FimTransform, got {type(fim).__name__}")
-        self.fim, self.max_tokens = fim, check_count(max_tokens, "max_tokens", 1)
-        self.seed = check_count(seed, "seed")
+        self.fim, self.max_tokens = fim, check_length(max_tokens, "max_tokens", why="tokens of text per piece")
+        self.seed = check_seed(seed)
 
     def __repr__(self) -> str:  # what the data fingerprint records
         fim = self.fim
