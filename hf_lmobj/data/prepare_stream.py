@@ -85,7 +85,13 @@ def _short_name(location: str) -> str:
 
 
 def _stream_split(spec: dict[str, Any], split: str) -> datasets.IterableDataset | None:
-    loaded = datasets.load_dataset(spec["location"], spec.get("dataset_config"), streaming=True)
+    try:
+        loaded = datasets.load_dataset(spec["location"], spec.get("dataset_config"), streaming=True)
+    except StopIteration:  # datasets infers the schema from the first row: an empty file has none
+        name = spec.get("name", spec["location"])
+        raise ValueError(
+            f"source {name!r}: {spec['location']} holds no rows (an empty file?); give it at least one document"
+        ) from None
     return loaded[split] if split in loaded else None
 
 
@@ -126,10 +132,22 @@ def _validation_text(specs: list[dict[str, Any]], args: DataArguments) -> tuple[
     held_out = 0
     if validation is None:
         validation, held_out = _stream_split(spec, "train"), limit
-    texts = [row[column] for row in itertools.islice(validation, limit)]
+    texts = [_row_text(row, column, spec["location"], i) for i, row in enumerate(itertools.islice(validation, limit))]
     if not texts:
         raise ValueError(f"no validation text in {spec['location']!r}; it needs at least one document")
     return datasets.Dataset.from_dict({args.text_column: texts}), held_out if stream is not None else 0
+
+
+def _row_text(row: dict[str, Any], column: str, location: str, index: int) -> str:
+    """The text of one validation row, refused by row and column when it is missing or not a string."""
+    if column not in row:
+        raise ValueError(
+            f"{location!r}: validation row {index} has no {column!r} column (columns: {sorted(row)}); "
+            "name the text column with text_column="
+        )
+    if not isinstance(row[column], str):
+        raise TypeError(f"{location!r}: validation row {index} {column!r} must be a string, got {row[column]!r}")
+    return row[column]
 
 
 def bounded_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Dataset:

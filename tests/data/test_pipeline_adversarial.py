@@ -543,3 +543,27 @@ def test_resume_refuses_saved_states_that_are_not_the_loaders(collator, change, 
 def test_fim_pieces_seed_is_a_seed(tok, seed, error, words):
     with pytest.raises(error, match=words):
         FimPieces(FimTransform(tok, fim_rate=1.0), max_tokens=8, seed=seed)
+
+
+# ------------------------------------------------------- the recipe's stream opening (prepare_stream)
+def test_an_empty_jsonl_folder_is_refused_by_name_not_stop_iteration(tmp_path):
+    from hf_lmobj.data.prepare_stream import _stream_split
+
+    (tmp_path / "a.jsonl").write_text("")
+    with pytest.raises(ValueError, match="holds no rows"):
+        _stream_split({"location": str(tmp_path), "name": "mine"}, "train")
+
+
+@pytest.mark.parametrize(
+    ("line", "error", "word"),
+    [('{"body": "x"}', ValueError, "text_column="), ('{"text": null}', TypeError, "must be a string")],
+)
+def test_validation_rows_without_text_are_refused_by_row(tmp_path, line, error, word):
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.data.prepare_stream import _validation_text
+
+    (tmp_path / "a.jsonl").write_text(line + "\n")
+    args = DataArguments(dataset_name=str(tmp_path), streaming=True)
+    spec = {"kind": "stream", "location": str(tmp_path), "name": "a", "text_column": "text"}
+    with pytest.raises(error, match=word):
+        _validation_text([spec], args)
