@@ -34,10 +34,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.corpus import load_text_splits
-from hf_lmobj.files import write_atomic
 from hf_lmobj.metrics import load as load_metric
 from hf_lmobj.metrics.scoring import score_texts
 from hf_lmobj.validation import check_flag, check_length, check_name, check_number
+
+from .runtime.after_training import write_metrics
 
 __all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "main"]
 
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 def _report(args: EvalArguments, metrics: dict[str, float], num_processes: int) -> None:
     output = Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
-    write_atomic(output / "metrics.json", json.dumps(metrics, indent=2))
+    write_metrics(output, metrics)
     model_path = args.model_name_or_path
     settings = {k: v for k, v in asdict(args).items() if k not in ("output_dir", "use_cpu") and v is not None}
     write_model_card(

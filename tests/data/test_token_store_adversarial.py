@@ -453,7 +453,7 @@ def test_overwrite_replaces_a_store_or_an_empty_folder_only(tmp_path):
 
 def test_a_failed_rename_puts_the_old_store_back(tmp_path):
     old = make_store(tmp_path, [[1, 2]])
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="vanished"):
         token_store_writer._replace(tmp_path / "vanished", old)  # the new folder cannot be renamed in
     assert TokenStore.open(old).document(0).tolist() == [1, 2] and [p.name for p in tmp_path.iterdir()] == ["store"]
 
