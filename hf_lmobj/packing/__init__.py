@@ -6,7 +6,10 @@
 * :mod:`.rows`: the row layout of a batch (which chunk goes to which row at which offset) and
   the assembled tensors, behind ``DataCollatorForCausalLM``;
 * :mod:`.dataset`: ``pack_dataset``, a whole tokenized dataset packed once before training (each row's
-  documents numbered in its ``attention_mask``, which a stock ``Trainer`` keeps);
+  documents numbered in its ``attention_mask`` (int16; int32 past rows of 32,766), which a stock
+  ``Trainer`` keeps). The numbers are not a 0/1 mask: the rows are for ``DataCollatorForCausalLM``,
+  which turns them into ``position_ids`` / masks, never for a model's ``forward`` directly or another
+  collator (``DataCollatorForLanguageModeling``, ``default_data_collator``);
 * :mod:`.pieces`: documents cut into pieces that fit a row, before a per-document transform.
 
 Example:

@@ -7,12 +7,22 @@ time). Each output row stores:
 * ``input_ids`` (int32);
 * ``attention_mask``: the number of each token's document in the row, counted from 2 (``2, 2, 2,
   3, 3, 4``): 0 would be padding and 1 an ordinary real token, so even a one-document row reads as
-  packed. Stored in the narrowest int type that holds ``max_length + 1`` (:func:`mask_dtype`: int8 up
-  to rows of 126, int16 up to 32766, else int32);
+  packed. Stored as int16 for rows of up to 32,766 tokens and int32 above (:func:`mask_dtype`), never
+  int8: packed sets of different ``max_length`` (64 and 256, ...) share their features, so
+  ``datasets.concatenate_datasets`` / ``interleave_datasets`` combine them. Combining sets of rows above
+  and below 32,766 tokens needs a cast first:
+  ``packed.cast_column("attention_mask", datasets.Sequence(datasets.Value("int32")))``;
 * ``seq_lengths`` (int32: the lengths of the row's documents in order, as TRL's ``pack_dataset``
   writes them), plus ``labels`` (int32) when the input has them.
 
-About 6 bytes per token on disk for rows of 127 to 32766 tokens (4 for the ids, 2 for the mask).
+About 6 bytes per token on disk for rows of up to 32,766 tokens (4 for the ids, 2 for the mask).
+
+The numbered ``attention_mask`` is not a 0/1 mask: the rows are for
+:class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`, which turns the numbers into
+``position_ids`` / masks. Never hand them to a model's ``forward`` directly or through another
+collator (``transformers``' ``DataCollatorForLanguageModeling``, ``default_data_collator``, ...): it
+would pass the numbers on as an attention mask.
+
 The boundaries are in ``attention_mask`` because every ``transformers`` language model's ``forward``
 takes it: a stock ``Trainer`` keeps it with its default ``remove_unused_columns=True`` (it drops
 ``seq_lengths``, which no ``forward`` takes). :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM`
@@ -102,15 +112,16 @@ class PackedRows(NamedTuple):
 
 
 def mask_dtype(max_length: int) -> np.dtype:
-    """The narrowest signed int type holding the document numbers of rows of ``max_length`` (up to
-    ``max_length + 1``: one-token documents numbered from 2).
+    """The int type of the document numbers of rows of ``max_length`` (up to ``max_length + 1``:
+    one-token documents numbered from 2): int16 up to rows of 32,766 tokens, int32 above. Never int8,
+    so that packed sets of short and longer rows (64 and 256) keep one feature type and concatenate.
 
     Example:
-        >>> [mask_dtype(n).name for n in (126, 127, 32766, 32767)]
-        ['int8', 'int16', 'int16', 'int32']
+        >>> [mask_dtype(n).name for n in (2, 126, 127, 32766, 32767)]
+        ['int16', 'int16', 'int16', 'int16', 'int32']
     """
     largest = max_length + FIRST_DOCUMENT_NUMBER - 1
-    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32) if largest <= np.iinfo(t).max)
+    return next(np.dtype(t) for t in (np.int16, np.int32) if largest <= np.iinfo(t).max)
 
 
 def fixed_layout(lengths: np.ndarray, max_length: int) -> Layout:
@@ -294,7 +305,14 @@ def pack_dataset(
 
     Train on them with ``DataCollatorForCausalLM(tokenizer, max_length=max_length, model=model)``
     (each row stays one batch row, in padding and in packing mode), through a stock ``Trainer`` with
-    its defaults: it keeps ``attention_mask``, which holds the boundaries.
+    its defaults: it keeps ``attention_mask``, which holds the boundaries. That collator turns the
+    document numbers into ``position_ids`` / masks; never hand the rows to a model's ``forward``
+    directly or through another collator (``transformers``' ``DataCollatorForLanguageModeling``,
+    ``default_data_collator``): it would pass the numbers on as an attention mask.
+
+    The mask is int16 for rows of up to 32,766 tokens and int32 above, so packed sets of different
+    ``max_length`` on the same side of 32,766 concatenate / interleave as they are; across it, cast
+    first: ``packed.cast_column("attention_mask", datasets.Sequence(datasets.Value("int32")))``.
 
     Args:
         dataset: a ``Dataset`` or ``IterableDataset`` with an ``input_ids`` column (one document

@@ -73,9 +73,9 @@ def _expected(rows: dict, width: int = ROW) -> dict[str, list[list[int]]]:
     return out
 
 
-def _assert_batch(batch: dict, rows: dict, pad_id: int) -> None:
-    expected = _expected(rows)
-    real = [[len(ids) > t for t in range(ROW)] for ids in rows["input_ids"]]
+def _assert_batch(batch: dict, rows: dict, pad_id: int, width: int = ROW) -> None:
+    expected = _expected(rows, width)
+    real = [[len(ids) > t for t in range(width)] for ids in rows["input_ids"]]
     assert [[t if r else pad_id for t, r in zip(row, keep)] for row, keep in zip(expected["input_ids"], real)] == (
         batch["input_ids"].tolist()
     )
@@ -281,11 +281,64 @@ def test_a_padded_plain_feature_beside_a_numbered_row_is_refused(tokenizer):
 
 
 # ----------------------------------------------------------------------------- what pack_dataset writes and reads
-@pytest.mark.parametrize("max_length, dtype", [(126, "int8"), (127, "int16"), (32766, "int16"), (32767, "int32")])
-def test_the_mask_is_stored_in_the_narrowest_type_that_holds_every_number(max_length, dtype):
+@pytest.mark.parametrize(
+    "max_length, dtype",
+    [(4, "int16"), (64, "int16"), (126, "int16"), (127, "int16"), (32766, "int16"), (32767, "int32")],
+)
+def test_the_mask_is_int16_up_to_rows_of_32766_and_int32_above(max_length, dtype):
+    """Before: int8 up to rows of 126, so packed sets of 64 and 256 had different features."""
     packed = pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1]] * 3}), max_length=max_length)
     assert packed.features["attention_mask"].feature.dtype == dtype
     assert packed.to_dict() == {"input_ids": [[1, 1, 1]], "attention_mask": [[2, 3, 4]], "seq_lengths": [[1, 1, 1]]}
+
+
+# ----------------------------------------------------------------------------- packed sets of different max_length
+SHORT, LONG = 64, 256
+MIXED_LENGTHS = [70, 9, 130, 33, 64, 1, 200, 17]  # 524 tokens: 3 documents split into rows of 64, none of 256
+
+
+def _short_and_long(tokenizer) -> tuple[datasets.Dataset, datasets.Dataset]:
+    rng = np.random.default_rng(64)
+    ds = datasets.Dataset.from_dict({"input_ids": [rng.integers(5, len(tokenizer), n).tolist() for n in MIXED_LENGTHS]})
+    return pack_dataset(ds, max_length=SHORT), pack_dataset(ds, max_length=LONG)
+
+
+def _interleaved(short: dict, long: dict) -> dict:
+    """interleave_datasets' default order: one row of each in turn until the shorter set is done."""
+    n = min(len(short["input_ids"]), len(long["input_ids"]))
+    return {key: [rows[key][i] for i in range(n) for rows in (short, long)] for key in short}
+
+
+@pytest.mark.parametrize("combine", ("concatenate", "interleave"))
+@pytest.mark.parametrize("packing", (False, True))
+def test_packed_sets_of_64_and_256_combine_and_collate_per_document(combine, packing, tokenizer, gpt2, tmp_path):
+    """Before: an int8 mask (rows of 64) beside an int16 one (rows of 256): "features can't be aligned"."""
+    short, long = _short_and_long(tokenizer)
+    assert (len(short), len(long)) == (9, 3)
+    if combine == "concatenate":
+        combined = datasets.concatenate_datasets([short, long])
+        rows = {key: short.to_dict()[key] + long.to_dict()[key] for key in short.column_names}
+    else:
+        combined = datasets.interleave_datasets([short, long])
+        rows = _interleaved(short.to_dict(), long.to_dict())
+    assert combined.features == short.features == long.features
+    assert combined.features["attention_mask"].feature.dtype == "int16"
+    assert combined.to_dict() == rows
+    collator = DataCollatorForCausalLM(tokenizer, max_length=LONG, packing=packing)
+    batch = collator(list(_trainer(gpt2, combined, collator, tmp_path)._remove_unused_columns(combined)))
+    assert batch["input_ids"].shape == (len(combined), LONG)  # one batch row per stored row, never re-packed
+    _assert_batch(batch, rows, tokenizer.pad_token_id, width=LONG)
+
+
+def test_packed_sets_across_32766_combine_after_the_documented_cast():
+    ds = datasets.Dataset.from_dict({"input_ids": [[1], [2, 3]]})
+    short, long = pack_dataset(ds, max_length=SHORT), pack_dataset(ds, max_length=32767)
+    with pytest.raises(ValueError, match="can't be aligned"):
+        datasets.concatenate_datasets([short, long])
+    short = short.cast_column("attention_mask", datasets.Sequence(datasets.Value("int32")))
+    combined = datasets.concatenate_datasets([short, long])
+    assert combined.features["attention_mask"].feature.dtype == "int32"
+    assert combined["attention_mask"] == [[2, 2, 3]] * 2
 
 
 @pytest.mark.parametrize(
