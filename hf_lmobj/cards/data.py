@@ -89,13 +89,37 @@ class _Sorted(NamedTuple):
     left_out: dict[str, str]  # key -> why it is not in the model-index
 
 
-def _as_number(key: str, value: Any) -> int | float:
-    """A metric's value as a Python int / float (numpy scalars too); None, strings and bools are refused."""
-    if value is None:
-        raise TypeError(f"metrics[{key!r}] is None; a metric must be a real number (leave out what was not measured)")
+def _as_number(value: Any, field: str) -> int | float:
+    """``value`` as a Python int / float (numpy scalars too); None, strings and bools are refused naming ``field``.
+
+    The one check of a number for the cards (metrics, results, the loss curve's log history).
+    """
     if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
-        raise TypeError(f"metrics[{key!r}] must be a real number, got {type(value).__name__}: {value!r}")
+        raise TypeError(f"{field} must be a real number, got {type(value).__name__}: {value!r}")
     return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+#: The key of ``metrics.json`` (``write_metrics``) that says which ``null`` values were NaN or infinite.
+NON_FINITE_KEY = "non_finite_metrics"
+_NOT_MEASURED = "None: not measured (null in metrics.json)"
+
+
+def _non_finite(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """``metrics.json``'s ``non_finite_metrics`` (``{key: "nan"}``) as ``{key: nan}``; each key must be ``null``."""
+    named = metrics.get(NON_FINITE_KEY, {})
+    if not isinstance(named, Mapping):
+        raise TypeError(f"metrics[{NON_FINITE_KEY!r}] must be a dict {{key: 'nan' | 'inf' | '-inf'}} (what "
+                        f"write_metrics writes), got {type(named).__name__}")  # fmt: skip
+    out = {}
+    for key, text in named.items():
+        if key not in metrics or metrics[key] is not None:
+            raise ValueError(f"metrics[{NON_FINITE_KEY!r}] names {key!r}, which is not null in metrics; "
+                             "pass metrics.json as write_metrics wrote it")  # fmt: skip
+        word = re.search(r"-?inf|nan", str(text).lower())  # repr(): 'nan', '-inf', 'np.float64(nan)'
+        if word is None:
+            raise ValueError(f"metrics[{NON_FINITE_KEY!r}][{key!r}] is {text!r}, not 'nan', 'inf' or '-inf'")
+        out[key] = float(word.group())
+    return out
 
 
 def _check_count_statistic(key: str, value: int | float) -> None:
@@ -134,20 +158,25 @@ def _sort_metrics(metrics: Mapping[str, Any]) -> _Sorted:
     stats: dict[str, Any] = {}
     left_out: dict[str, str] = {}
     kept: dict[tuple[str, str, str], str] = {}  # (metric type, name, split) -> the key in results
+    non_finite = _non_finite(metrics)
     for key, value in metrics.items():
         if not isinstance(key, str):
             raise TypeError(f"metrics keys must be str, got {key!r}")
-        value = _as_number(key, value)
+        if key == NON_FINITE_KEY:
+            continue  # metrics.json's note of which nulls were NaN / inf: read above
+        value = non_finite.get(key, value)
+        value = None if value is None else _as_number(value, f"metrics[{key!r}]")
         prefix = _prefix(key)
         base = key[len(prefix) :]
         known = base in _RESULT_METRICS and (prefix or base != "loss")
         generic = prefix and not base.endswith(_NOT_RESULTS)
         if not (known or generic):
-            _check_count_statistic(key, value)
+            if value is not None:
+                _check_count_statistic(key, value)
             stats[key] = value
             continue
         metric_type, name = _RESULT_METRICS.get(base, (base, base.replace("_", " ").capitalize()))
-        why = _unreportable(base, value)
+        why = _NOT_MEASURED if value is None else _unreportable(base, value)
         if why is not None:
             left_out[key], stats[key] = why, value
             warnings.warn(f"{key} is left out of the model-index and .eval_results: {why}", RuntimeWarning, 2)
@@ -181,23 +210,30 @@ def split_metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, tuple[str, str,
     ``(metric type, display name, split, value)``, and stay statistics instead (see
     :func:`left_out_results`) when:
 
-    * the value is NaN (nothing measured: an eval set without a target), or infinite where that is not
-      a possible value (``+inf`` is a real loss, perplexity or bits per byte; ``-inf`` never is): a
+    * the value is NaN (nothing measured: an eval set without a target), None (not measured: the
+      ``null`` that ``metrics.json`` holds for NaN / inf), or infinite where that is not a possible
+      value (``+inf`` is a real loss, perplexity or bits per byte; ``-inf`` never is): a
       ``RuntimeWarning`` names the key;
     * another key holds the same metric of the same split: ``validation_<m>`` (the post-training
       scoring of the whole held-out text, the figure the report quotes and compares with the baselines)
       wins over ``eval_<m>`` (``Trainer.evaluate`` over the evaluation rows, whose first tokens have
       no context), which wins over a bare ``<m>``. So the model-index holds one perplexity per split.
 
-    Values must be real numbers (numpy scalars become Python numbers): ``TypeError`` for None, a
-    string or a bool; ``ValueError`` for an impossible value (a perplexity below 1, negative bits per
-    byte, an accuracy outside [0, 1], a negative or NaN count).
+    ``metrics.json`` as ``write_metrics`` writes it is read as it is: its ``non_finite_metrics``
+    (``{key: "nan"}``, which ``null`` values were NaN or infinite) is no metric, and gives those keys
+    back their NaN / inf. Other values must be real numbers (numpy scalars become Python numbers):
+    ``TypeError`` for a string or a bool; ``ValueError`` for an impossible value (a perplexity below
+    1, negative bits per byte, an accuracy outside [0, 1], a negative or NaN count).
 
     >>> results, stats = split_metrics({"eval_perplexity": 9.5, "train_loss": 2.5, "eval_runtime": 1.0})
     >>> results, stats
     ({'eval_perplexity': ('perplexity', 'Perplexity', 'validation', 9.5)}, {'train_loss': 2.5, 'eval_runtime': 1.0})
     >>> sorted(split_metrics({"eval_perplexity": 513.47, "validation_perplexity": 513.41})[0])
     ['validation_perplexity']
+    >>> left_out_results({"eval_loss": None, "eval_perplexity": 3.0, "non_finite_metrics": {"eval_loss": "inf"}})
+    {}
+    >>> left_out_results({"eval_loss": None, "non_finite_metrics": {"eval_loss": "-inf"}})
+    {'eval_loss': '-inf is not a possible loss'}
     """
     results, stats, _ = _sort_metrics(metrics)
     return results, stats
@@ -241,7 +277,7 @@ def check_results(results: Any) -> dict[str, tuple[str, str, str, int | float]]:
                 raise ValueError(f"results[{key!r}]: the {field} must be a name (letters, digits, _.-), got {text!r}")
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"results[{key!r}]: the display name must be a non-empty string, got {name!r}")
-        value = _as_number(f"{key}", value)
+        value = _as_number(value, f"results[{key!r}]'s value")
         if math.isnan(value):
             raise ValueError(f"results[{key!r}] is nan: leave an unmeasured result out (split_metrics does)")
         identity = (metric_type, name, split)

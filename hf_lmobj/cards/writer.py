@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import datetime
-import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,12 +33,14 @@ from huggingface_hub import ModelCard
 
 from hf_lmobj.cards.data import (
     EVAL_RESULTS_SOURCE_URL,
+    _as_number,
     _check_date,
     _sort_metrics,
     build_card_data,
     eval_results_entries,
     format_value,
     framework_versions,
+    hub_dataset_id,
     merge_foreign_card_data,
 )
 from hf_lmobj.files import atomic_output, write_atomic
@@ -70,15 +71,9 @@ def _curve(log_history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[flo
             continue
         if "step" not in entry:
             raise ValueError(f"log_history[{index}] has {key!r} but no 'step'; pass trainer.state.log_history")
-        steps.append(_real(entry["step"], f"log_history[{index}]['step']"))
-        values.append(_real(entry[key], f"log_history[{index}][{key!r}]"))
+        steps.append(float(_as_number(entry["step"], f"log_history[{index}]['step']")))
+        values.append(float(_as_number(entry[key], f"log_history[{index}][{key!r}]")))
     return steps, values
-
-
-def _real(value: Any, field: str) -> float:
-    if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
-        raise TypeError(f"{field} must be a real number, got {type(value).__name__}: {value!r}")
-    return float(value)
 
 
 def plot_loss_curve(log_history: Sequence[Mapping[str, Any]], path: str | Path, *, title: str | None = None) -> Path:
@@ -124,12 +119,14 @@ def write_eval_results(
     """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
 
     ``results`` as :func:`.data.split_metrics` returns them (the model-index's own);
-    ``date`` defaults to today (UTC). Each file is merged, never overwritten: an entry is identified by
-    its ``dataset`` (``id``, ``task_id``, ``revision``), i.e. dataset, metric and split; an entry
-    hf_lmobj wrote (its ``source.url``) for an identity written now is replaced in place, and every other
-    entry (by hand, by another tool, or ours for another dataset, metric or split) is kept as it is. A
-    file that is not UTF-8, not valid YAML or not a list of entries is refused by name (``ValueError``)
-    before anything is written. Returns the files written.
+    ``date`` defaults to today (UTC). Every ``*.yaml`` file of the folder is merged, never overwritten:
+    an entry is identified by its ``dataset`` (``id``, ``task_id``, ``revision``), i.e. dataset, metric
+    and split. An entry hf_lmobj wrote (its ``source.url``) for an identity written now is replaced in
+    place; one of ours for this dataset and a ``task_id`` not written now (a result left out this run:
+    NaN) is dropped, so no file shows a stale figure; every other entry (by hand, by another tool, or
+    ours for another dataset) is kept as it is, and a file left with no entry is removed. A file that is
+    not UTF-8, not valid YAML or not a list of entries is refused by name (``ValueError``) before
+    anything is written or removed. Returns the files written (not those removed).
 
     Example:
         >>> import tempfile
@@ -143,25 +140,43 @@ def write_eval_results(
         [3, 9.5]
     """
     planned = _plan_eval_results(output_dir, results, dataset_name, date)
-    for path, text in planned:
-        write_atomic(path, text)
-    return [path for path, _ in planned]
+    _apply(planned)
+    return [path for path, text in planned if text is not None]
 
 
 def _plan_eval_results(
     output_dir: str | Path, results: Mapping[str, tuple], dataset_name: str, date: str | None
-) -> list[tuple[Path, str]]:
-    """The results files to write, ``(path, text)``, merged with what is there; every check done, nothing written."""
+) -> list[tuple[Path, str | None]]:
+    """The results files to change, ``(path, text)`` (None: remove it), merged with every ``*.yaml`` there.
+
+    Every check is done and every file read here; nothing is written.
+    """
     date = _check_date(date) if date is not None else datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     folder = Path(output_dir) / EVAL_RESULTS_DIR
-    planned = []
-    for task_id, entries in eval_results_entries(results, dataset_name, date=date).items():
-        path = folder / f"{task_id}.yaml"
-        merged = _merge_entries(_read_results_file(path), entries)
-        text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
-        _check_encodable(text, path)
+    fresh = {folder / f"{task_id}.yaml": entries
+             for task_id, entries in eval_results_entries(results, dataset_name, date=date).items()}  # fmt: skip
+    there = sorted(path for path in folder.glob("*.yaml") if path.is_file()) if folder.is_dir() else []
+    dataset_id = hub_dataset_id(dataset_name)
+    planned: list[tuple[Path, str | None]] = []
+    for path in dict.fromkeys([*fresh, *there]):
+        existing = _read_results_file(path)
+        merged = _merge_entries(existing, fresh.get(path, []), dataset_id)
+        if path not in fresh and merged == existing:
+            continue  # nothing of ours to replace or drop: the file stays as it is, byte for byte
+        text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True) if merged else None
+        if text is not None:
+            _check_encodable(text, path)
         planned.append((path, text))
     return planned
+
+
+def _apply(planned: list[tuple[Path, str | None]]) -> None:
+    """Write (atomically) or remove each planned results file."""
+    for path, text in planned:
+        if text is None:
+            path.unlink()
+        else:
+            write_atomic(path, text)
 
 
 def _read_results_file(path: Path) -> list:
@@ -193,8 +208,9 @@ def _identity(entry: dict) -> tuple | None:
     return (str(dataset["id"]), str(dataset["task_id"]), str(dataset.get("revision", "")))
 
 
-def _merge_entries(existing: list, new: list[dict]) -> list:
-    """``existing`` with our entries of the identities in ``new`` replaced in place (the first) or dropped (more)."""
+def _merge_entries(existing: list, new: list[dict], dataset_id: str) -> list:
+    """``existing`` with our entries of the identities in ``new`` replaced in place (the first) or dropped (more),
+    and our other entries of ``dataset_id`` (results not written this run) dropped."""
     fresh = {_identity(entry): entry for entry in new}
     merged = []
     for entry in existing:
@@ -204,6 +220,8 @@ def _merge_entries(existing: list, new: list[dict]) -> list:
                 merged.append(fresh[identity])
                 fresh[identity] = None  # placed; a second stale copy of ours is dropped
             continue
+        if _is_ours(entry) and identity is not None and identity[0] == dataset_id:
+            continue  # ours, for this dataset, of a result this run does not report: stale
         merged.append(entry)
     return merged + [entry for entry in fresh.values() if entry is not None]
 
@@ -240,7 +258,7 @@ def write_model_card(
 
     Also writes ``.eval_results/<task_id>.yaml`` (:func:`write_eval_results`, merged) for its perplexity and
     bits per byte, the values of the card's ``model-index``. Results :func:`.data.split_metrics` keeps
-    out of the model-index (NaN: nothing measured; a second figure of the same metric and split) are
+    out of the model-index (NaN or None: nothing measured; a second figure of the same metric and split) are
     named with the reason under "Additional information" (the line :data:`LEFT_OUT_LINE`), and stay in
     the statistics table. Every input and every results file already there is checked first; then the
     PNG, ``README.md`` and the results files are each written atomically.
@@ -248,8 +266,9 @@ def write_model_card(
     Args:
         output_dir: the run's output folder (created if missing).
         objective: a word of :data:`hf_lmobj.objectives.OBJECTIVES`; its spec picks the template.
-        metrics: the run's final metrics (e.g. ``trainer.evaluate()``'s, or ``metrics.json``'s); real numbers
-            only (numpy scalars too; None, strings and bools are refused by key).
+        metrics: the run's final metrics (e.g. ``trainer.evaluate()``'s, or ``metrics.json``'s as read: its
+            ``null`` values are not measured, its ``non_finite_metrics`` says which were NaN / inf); real
+            numbers or None (numpy scalars too; strings and bools are refused by key).
         hyperparameters: objective and training settings shown in the card (masking rates, noise
             density, span length, packing efficiency, learning rate, ...).
         model_name: the model's name (card title and model-index name).
@@ -284,7 +303,7 @@ def write_model_card(
     card_data = merge_foreign_card_data(card_data, output_dir / "README.md")
     extra = dict(extra or {})
     if left_out:
-        notes = "; ".join(f"{key} = {format_value(metrics[key])} ({why})" for key, why in left_out.items())
+        notes = "; ".join(f"{key} = {format_value(stats[key])} ({why})" for key, why in left_out.items())
         extra[LEFT_OUT_LINE] = f"{extra[LEFT_OUT_LINE]}; {notes}" if LEFT_OUT_LINE in extra else notes
     card = ModelCard.from_template(
         card_data,
@@ -306,6 +325,5 @@ def write_model_card(
     if has_curve:
         plot_loss_curve(log_history, output_dir / LOSS_CURVE_NAME, title=model_name)
     write_atomic(output_dir / "README.md", text)  # what card.save writes (newline="": no translation)
-    for path, text in eval_files:
-        write_atomic(path, text)
+    _apply(eval_files)
     return card

@@ -17,6 +17,7 @@ from hf_lmobj.cards import eval_results_entries, split_metrics, write_eval_resul
 from hf_lmobj.cards.data import EVAL_RESULTS_SOURCE_URL, check_results, left_out_results
 from hf_lmobj.cards.writer import LEFT_OUT_LINE, LOSS_CURVE_NAME
 from hf_lmobj.metrics.lighteval_data import check_text_dataset, write_text_dataset
+from hf_lmobj.recipes.runtime.after_training import write_metrics
 
 PPL = ("perplexity", "Perplexity", "validation", 9.5)
 DATE = "2026-01-15"
@@ -92,7 +93,7 @@ def test_a_lone_surrogate_is_refused_by_index_before_test_jsonl_is_written(tmp_p
     with pytest.raises(ValueError, match=r"texts\[1\] holds '\\ud83d' at position 4, a lone surrogate"):
         write_text_dataset(["fine", "bad \ud83d cut emoji", "never reached"], tmp_path)
     assert list(tmp_path.iterdir()) == []  # no half-written test.jsonl for check_text_dataset to accept
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"test\.jsonl' not found"):
         check_text_dataset(tmp_path)
 
 
@@ -119,7 +120,6 @@ def test_a_failing_png_write_leaves_the_old_loss_curve_whole(tmp_path, monkeypat
 @pytest.mark.parametrize(
     "value, error, match",
     [
-        (None, TypeError, r"metrics\['eval_loss'\] is None"),
         ("2.0", TypeError, r"metrics\['eval_loss'\] must be a real number, got str"),
         (True, TypeError, "got bool"),
         (np.bool_(True), TypeError, "got bool"),
@@ -233,6 +233,49 @@ def test_numpy_values_reach_the_yaml_as_plain_floats(tmp_path):
 
 
 # ------------------------------------------------------------------------------ write_eval_results: merging
+def test_a_rerun_that_leaves_a_result_out_removes_its_stale_file(tmp_path):
+    _card(tmp_path, {"eval_loss": 1.0, "eval_bits_per_byte": 1.2})
+    assert [e["value"] for e in _entries(tmp_path, "bits_per_byte")] == [1.2]
+    with pytest.warns(RuntimeWarning, match="eval_bits_per_byte is left out"):
+        _card(tmp_path, {"eval_loss": 1.0, "eval_bits_per_byte": math.nan})
+    assert not (tmp_path / ".eval_results" / "bits_per_byte.yaml").exists()
+    note = next(line for line in (tmp_path / "README.md").read_text().splitlines() if LEFT_OUT_LINE in line)
+    assert "eval_bits_per_byte = nan (NaN: nothing was measured" in note
+
+
+def test_a_rerun_drops_only_our_stale_entries_of_this_dataset_and_keeps_every_other(tmp_path):
+    folder = tmp_path / ".eval_results"
+    folder.mkdir()
+    theirs = {"dataset": {"id": "hf-lmobj/python-stdlib", "task_id": "bits_per_byte"}, "value": 1.1,
+              "source": {"url": "https://github.com/EleutherAI/lm-evaluation-harness"}}  # fmt: skip
+    other_dataset = _ours(0.9, dataset="Salesforce/wikitext", task_id="bits_per_byte")
+    mixed = [_ours(1.2, task_id="bits_per_byte"), theirs, other_dataset]
+    (folder / "bits_per_byte.yaml").write_text(yaml.safe_dump(mixed, sort_keys=False), encoding="utf-8")
+    (folder / "old_name.yaml").write_text(yaml.safe_dump([_ours(4.0, task_id="perplexity_test")]), encoding="utf-8")
+    untouched = "# by hand\n- {dataset: {id: a/b, task_id: accuracy}, value: 0.5}\n"
+    (folder / "accuracy.yaml").write_text(untouched, encoding="utf-8")
+    (folder / "empty.yaml").write_text("", encoding="utf-8")
+    written = write_eval_results(tmp_path, {"eval_perplexity": PPL}, "python-stdlib", date=DATE)
+    assert sorted(p.name for p in written) == ["bits_per_byte.yaml", "perplexity.yaml"]
+    assert _entries(tmp_path, "bits_per_byte") == [theirs, other_dataset]  # ours of this dataset dropped
+    assert not (folder / "old_name.yaml").exists()  # only our stale entry: the file is removed
+    assert (folder / "accuracy.yaml").read_text(encoding="utf-8") == untouched  # nothing of ours: byte for byte
+    assert (folder / "empty.yaml").read_text(encoding="utf-8") == ""
+    assert [e["value"] for e in _entries(tmp_path)] == [9.5]
+
+
+def test_a_broken_file_of_another_name_is_refused_before_a_stale_file_is_removed(tmp_path):
+    folder = tmp_path / ".eval_results"
+    folder.mkdir()
+    stale = yaml.safe_dump([_ours(1.2, task_id="bits_per_byte")])
+    (folder / "bits_per_byte.yaml").write_text(stale, encoding="utf-8")
+    (folder / "zz_notes.yaml").write_text("- [unclosed", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"zz_notes\.yaml is not valid YAML"):
+        write_eval_results(tmp_path, {"eval_perplexity": PPL}, "python-stdlib", date=DATE)
+    assert (folder / "bits_per_byte.yaml").read_text(encoding="utf-8") == stale
+    assert sorted(p.name for p in folder.iterdir()) == ["bits_per_byte.yaml", "zz_notes.yaml"]
+
+
 def test_our_entry_for_another_dataset_or_a_stale_duplicate(tmp_path):
     folder = tmp_path / ".eval_results"
     folder.mkdir()
@@ -273,6 +316,54 @@ def test_an_empty_results_file_is_filled(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ write_model_card
+def test_metrics_json_as_write_metrics_writes_it_feeds_the_card(tmp_path):
+    path = write_metrics(tmp_path, {"eval_loss": math.nan, "eval_perplexity": 3.0, "eval_bits_per_byte": math.inf})
+    metrics = json.loads(path.read_text())
+    assert metrics["eval_loss"] is None and metrics["non_finite_metrics"] == {"eval_loss": "nan",
+                                                                              "eval_bits_per_byte": "inf"}  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="eval_loss is left out"):
+        _card(tmp_path, metrics)
+    assert _model_index(tmp_path) == {("perplexity", "validation"): 3.0, ("bits_per_byte", "validation"): math.inf}
+    text = (tmp_path / "README.md").read_text(encoding="utf-8")
+    note = next(line for line in text.splitlines() if LEFT_OUT_LINE in line)
+    assert "eval_loss = nan (NaN: nothing was measured" in note
+    assert "non_finite_metrics" not in text
+
+
+@pytest.mark.parametrize(
+    "metrics, left_out",
+    [
+        ({"eval_loss": None, "eval_perplexity": 3.0}, {"eval_loss": "None: not measured (null in metrics.json)"}),
+        ({"eval_loss": None, "non_finite_metrics": {"eval_loss": "np.float64(-inf)"}},
+         {"eval_loss": "-inf is not a possible loss"}),
+        ({"eval_accuracy": None, "non_finite_metrics": {"eval_accuracy": "inf"}},
+         {"eval_accuracy": "inf is not a possible accuracy"}),
+        ({"eval_loss": None, "non_finite_metrics": {}}, {"eval_loss": "None: not measured (null in metrics.json)"}),
+    ],
+)  # fmt: skip
+def test_a_null_metric_is_left_out_with_its_reason(metrics, left_out):
+    assert left_out_results(metrics) == left_out
+
+
+def test_a_null_statistic_stays_a_statistic():
+    assert split_metrics({"train_runtime": None, "eval_tokens": None}) == ({}, {"train_runtime": None,
+                                                                              "eval_tokens": None})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "metrics, error, match",
+    [
+        ({"eval_loss": None, "non_finite_metrics": ["eval_loss"]}, TypeError, "must be a dict"),
+        ({"eval_loss": 2.0, "non_finite_metrics": {"eval_loss": "nan"}}, ValueError, "which is not null"),
+        ({"non_finite_metrics": {"eval_loss": "nan"}}, ValueError, "names 'eval_loss', which is not null"),
+        ({"eval_loss": None, "non_finite_metrics": {"eval_loss": "huge"}}, ValueError, "not 'nan', 'inf' or '-inf'"),
+    ],
+)
+def test_a_non_finite_metrics_note_that_does_not_fit_is_refused(metrics, error, match):
+    with pytest.raises(error, match=match):
+        split_metrics(metrics)
+
+
 def test_a_lone_surrogate_in_a_name_is_refused_before_any_file_is_written(tmp_path):
     with pytest.raises(ValueError, match=r"README\.md: the text cannot be written as UTF-8 \(a lone surrogate"):
         _card(tmp_path, {"eval_loss": 1.0}, model_name="tiny\udc80", log_history=[{"step": 1, "loss": 2.0}])

@@ -359,17 +359,14 @@ def test_eval_results_files_follow_the_hub_schema_and_carry_metrics_json_values(
         metric, split = path.stem.rsplit("_", 1) if path.stem.endswith("_test") else (path.stem, "validation")
         assert card_index[(metric, split)] == entry["value"]  # the model-index says the same
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", entry["date"])
-    # a rerun in the same folder replaces its own entry of the same identity (never appends) and keeps the rest:
-    # anyone else's file, and its own entries of the metrics and splits it did not measure this time
+    # a rerun in the same folder replaces its own entry of the same identity (never appends), keeps anyone
+    # else's file, and removes its own entries of the metrics and splits it did not measure this time (stale:
+    # they describe the model this run replaced)
     (tmp_path / ".eval_results" / "hle.yaml").write_text("- dataset: {id: cais/hle, task_id: hle}\n  value: 1.0\n")
     write_model_card(tmp_path, objective="causal", metrics={"eval_perplexity": 3.5}, hyperparameters={},
                      model_name="tiny-clm", dataset_name=dataset_name)  # fmt: skip
     assert [e["value"] for e in check_eval_results_file(tmp_path / ".eval_results" / "perplexity.yaml")] == [3.5]
-    assert sorted(f.name for f in (tmp_path / ".eval_results").iterdir()) == [
-        "bits_per_byte.yaml", "hle.yaml", "perplexity.yaml", "perplexity_test.yaml"]  # fmt: skip
-    assert (
-        check_eval_results_file(tmp_path / ".eval_results" / "bits_per_byte.yaml")[0]["value"] == want["bits_per_byte"]
-    )
+    assert sorted(f.name for f in (tmp_path / ".eval_results").iterdir()) == ["hle.yaml", "perplexity.yaml"]
 
 
 def test_no_eval_results_without_perplexity_or_bits_per_byte(tmp_path):
