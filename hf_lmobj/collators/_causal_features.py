@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.collators.features import check_feature_mapping
+from hf_lmobj.collators.features import check_feature_mapping, numbered_features
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.validation import check_column_range, id_column, id_sequence
 
@@ -191,7 +191,7 @@ def _numbered_rows(
     negative = np.flatnonzero(masks < 0)
     if negative.size:
         raise _mask_error(negative[0], lengths, masks, f"attention_mask must hold {_MASK_FORMS}")
-    numbered = np.maximum.reduceat(masks, first_token) > 1  # (F,)
+    numbered = numbered_features(masks, lengths)  # (F,)
     if not numbered.any():
         return numbered, None
     inside = np.repeat(numbered, lengths)  # (N,) token of a numbered feature

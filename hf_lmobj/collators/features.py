@@ -23,7 +23,7 @@ import numpy as np
 
 from hf_lmobj.validation import check_id_range, id_sequence
 
-__all__ = ["check_feature_mapping", "token_ids", "refuse_numpy_call"]
+__all__ = ["check_feature_mapping", "token_ids", "numbered_features", "refuse_numpy_call"]
 
 
 def check_feature_mapping(feature: Any, index: int) -> Mapping[str, Any]:
@@ -42,6 +42,24 @@ def token_ids(feature: Any, index: int, vocab_size: int) -> np.ndarray:
         raise ValueError(f"feature {index}: input_ids is empty; filter out empty documents first")
     check_id_range(ids, vocab_size, "input_ids", f"feature {index}")
     return ids
+
+
+def numbered_features(masks: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(F,) bool: which features number their documents in ``attention_mask`` (a packed row), unchecked.
+
+    A feature is numbered when some value of its mask is above 1: ``2, 2, 3, 3`` as
+    :func:`~hf_lmobj.packing.dataset.pack_dataset` writes a packed row, or ``1, 1, 2`` (axolotl's);
+    0s and 1s alone are an ordinary mask. ``masks`` (N,) holds the features' masks back to back,
+    ``lengths`` (F,) their lengths (0 allowed: not numbered). The values' own checks are the caller's.
+
+    Example:
+        >>> numbered_features(np.array([2, 2, 3, 1, 1, 0, 1, 2]), np.array([3, 3, 0, 2])).tolist()
+        [True, False, False, True]
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)  # (F,)
+    above = np.concatenate(([0], np.cumsum(np.asarray(masks) > 1)))  # (N + 1,) values > 1 before each token
+    ends = np.cumsum(lengths)  # (F,)
+    return above[ends] > above[ends - lengths]
 
 
 def refuse_numpy_call(self: Any, features: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ Output keys:
 Row limit: with ``model=`` the collator knows how many positions the model reads (its
 ``max_position_embeddings``, less RoBERTa's ``pad_token_id + 1`` offset) and never emits a longer
 row: without ``max_length`` a longer feature is refused by name (pass ``max_length`` to split it
-into rows, or ``pack_dataset``; nothing is ever truncated), and a ``max_length`` or a
+into rows, and ``packing=True`` to pack them; nothing is ever truncated), and a ``max_length`` or a
 ``pad_to_multiple_of`` that would exceed the limit is refused too. Without ``model=`` the
 tokenizer's ``model_max_length`` (when it is a real limit, not transformers' 1e30 placeholder)
 bounds the features collated without ``max_length`` in the same way.
@@ -380,8 +380,7 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
         raise ValueError(
             f"feature {index} has {int(lengths[index])} tokens but {self._limits.source} reads at most {limit} "
             f"positions per row; pass max_length={limit} to split longer features into rows of at most {limit} "
-            f"tokens (nothing is truncated), or pack the dataset first (hf_lmobj.pack_dataset(dataset, "
-            f"max_length={limit})){also}"
+            f"tokens (nothing is truncated), and packing=True to pack them into rows of {limit}{also}"
         )
 
     def _word_starts(self, ids, doc_starts, eligible, extras) -> torch.Tensor | None:
@@ -540,7 +539,15 @@ def _check_attention_mask(mask: Any, length: int, index: int) -> None:
             "drop the attention_mask column (the collator builds its own)"
         )
     if bool(((values != 0) & (values != 1)).any()):
-        raise ValueError(f"feature {index}: attention_mask must hold 0 / 1, got {sorted(set(values.tolist()))}")
+        found = sorted(set(values.tolist()))
+        hint = ""
+        if found[-1] > 1:
+            hint = (
+                "; values above 1 look like a pack_dataset row (causal packing, its documents numbered in "
+                "attention_mask): give this collator the documents unpacked, with max_length=N to split them "
+                "(and packing=True to pack them)"
+            )
+        raise ValueError(f"feature {index}: attention_mask must hold 0 / 1, got {found}{hint}")
     if not bool(values.all()):
         raise ValueError(
             f"feature {index} is padded (attention_mask has zeros); pass unpadded features, the collator pads"

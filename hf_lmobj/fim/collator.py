@@ -37,15 +37,16 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any, TypeVar
 
 import datasets
+import numpy as np
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.features import check_feature_mapping, refuse_numpy_call
+from hf_lmobj.collators.features import check_feature_mapping, numbered_features, refuse_numpy_call
 from hf_lmobj.collators.seeding import INDEX_KEYS, resolve_seed
 from hf_lmobj.fim.format import FimTokens
 from hf_lmobj.fim.transform import TEXT_LEVELS, FimTransform
-from hf_lmobj.validation import check_return_tensors
+from hf_lmobj.validation import check_return_tensors, id_sequence
 
 __all__ = ["DatasetT", "DataCollatorForFillInTheMiddle", "fim_dataset"]
 
@@ -153,13 +154,15 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
                     "it: drop the labels column"
                 )
             mask = feature.get("attention_mask")
-            if mask is not None and any(int(m) > 1 for m in mask):
+            if mask is not None:
+                mask = id_sequence(mask, "attention_mask", f"feature {index}", allow_bool=True)  # (L,)
+            if mask is not None and numbered_features(mask, np.array([mask.size]))[0]:
                 raise ValueError(
                     f"feature {index} is a packed row (its attention_mask numbers documents, as pack_dataset "
                     "writes it); FIM must cut each document before packing: give this collator documents, or "
                     "use fim_dataset() then pack_dataset()"
                 )
-            if mask is not None and not all(int(m) == 1 for m in mask):
+            if mask is not None and bool((mask != 1).any()):
                 raise ValueError(f"feature {index} is padded (attention_mask has zeros); pass unpadded documents")
         return self.transform(features, self.seed, self.epoch)
 

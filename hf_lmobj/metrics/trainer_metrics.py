@@ -44,8 +44,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 from hf_lmobj.losses.functional import token_nll
@@ -87,9 +85,12 @@ class LanguageModelingMetrics:
         num_rows: when given, ``compute_metrics`` checks it saw exactly that many rows: pass
             ``len(eval_dataset)`` with a collator that makes one row per example (a stock one) to
             catch rows left out (``dataloader_drop_last``) or another dataset. Leave None (the
-            default, also of :meth:`from_dataset`) with a collator that splits or packs rows.
-        dataset_tokens: tokens of the eval dataset (:meth:`from_dataset` sums its ``input_ids``);
-            ``compute_metrics`` refuses more targets than that (metrics built for a smaller dataset).
+            default, also of :meth:`from_dataset`) with a collator that splits or packs rows. Only
+            this check catches rows left out or metrics built for another dataset.
+        dataset_tokens: an explicit opt-in (never set by :meth:`from_dataset`): an upper bound on the
+            targets the evaluation may score; ``compute_metrics`` refuses more (metrics built for a
+            smaller dataset). Give it only when the collator adds no token (no BOS / EOS, no
+            ``<s> ... </s>`` as BART's text infilling adds), else a right evaluation is refused.
         shift_labels: True for causal LMs whose labels align with ``input_ids`` (the model shifts);
             False when labels already align with the logits (seq2seq, masked LM, or
             ``label_names=["shift_labels"]``).
@@ -134,9 +135,11 @@ class LanguageModelingMetrics:
           for perplexity alone. The bytes must be those of the text the rows hold: tokenize without
           truncation (split long texts with the collator's ``max_length`` or ``pack_dataset``).
         * ``num_words``: the sum of its ``words_column``, else lm-eval's word count of the texts.
-        * ``dataset_tokens``: the sum of its ``input_ids`` lengths, when it has them.
         * ``num_rows`` is not set (a collator may split or pack rows); pass
-          ``num_rows=len(eval_dataset)`` to check a one-row-per-example evaluation saw every row.
+          ``num_rows=len(eval_dataset)`` with a one-row-per-example collator: only then are rows
+          left out (``dataloader_drop_last``) or metrics built for another dataset caught.
+        * ``dataset_tokens`` is not set: a collator that adds tokens (BOS / EOS, BART's ``<s> </s>``)
+          scores more targets than the dataset's ``input_ids`` hold; pass it explicitly to opt in.
 
         Other keyword arguments (``num_rows``, ``shift_labels``, ``ignore_index``, or a total to use
         as is) go to the constructor.
@@ -152,7 +155,7 @@ class LanguageModelingMetrics:
             ...
             ValueError: eval dataset has neither a 'num_bytes' column nor a 'text' column to count the UTF-8 bytes ...
             >>> LanguageModelingMetrics.from_dataset(Dataset.from_dict({"input_ids": [[5, 6]]}), bits_per_byte=False)
-            LanguageModelingMetrics(num_bytes=None, num_rows=None, num_words=None, shift_labels=True, ignore_index=-100, dataset_tokens=2)
+            LanguageModelingMetrics(num_bytes=None, num_rows=None, num_words=None, shift_labels=True, ignore_index=-100, dataset_tokens=None)
         """
         bits_per_byte = check_flag(bits_per_byte, "bits_per_byte")
         columns = _columns(eval_dataset)
@@ -163,8 +166,6 @@ class LanguageModelingMetrics:
                 kwargs["num_words"] = sum(_counts(eval_dataset, words_column))
             elif text_column in columns:
                 kwargs["num_words"] = sum(count_words(t) for t in _texts(eval_dataset, text_column))
-        if "dataset_tokens" not in kwargs and "input_ids" in columns:
-            kwargs["dataset_tokens"] = _token_total(eval_dataset) or None
         return cls(**kwargs)
 
     def preprocess_logits_for_metrics(self, logits, labels) -> torch.Tensor:
@@ -215,7 +216,8 @@ class LanguageModelingMetrics:
         if self.dataset_tokens is not None and tokens > self.dataset_tokens:
             raise ValueError(
                 f"compute_metrics scored {tokens:.0f} targets but the eval dataset has only {self.dataset_tokens} "
-                "tokens: these metrics were built from another (smaller) dataset; build them from the one you evaluate"
+                "tokens: these metrics were built from another (smaller) dataset, or the collator adds tokens (BOS / "
+                "EOS); build them from the one you evaluate, or leave dataset_tokens=None"
             )
         if math.isnan(nll):
             raise ValueError("the eval NLL is NaN; check the model's logits")
@@ -297,26 +299,3 @@ def _byte_total(dataset: Any, columns: frozenset[str], column: str, text_column:
             f"the eval dataset's {source} hold 0 bytes: bits per byte needs text; pass bits_per_byte=False"
         )
     return total
-
-
-def _token_total(dataset: Any) -> int:
-    """The summed lengths of the ``input_ids`` sequences (from Arrow's list lengths for a ``datasets.Dataset``)."""
-    if isinstance(dataset, datasets.Dataset):
-        column = dataset.select_columns(["input_ids"]).with_format("arrow")
-        kind = column.features.arrow_schema.field("input_ids").type
-        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-            total, start = 0, 0
-            for batch in column.iter(1000):
-                lengths = pc.list_value_length(batch["input_ids"])  # (rows,), null for a missing row
-                if lengths.null_count:
-                    row = start + pc.index(pc.is_null(lengths), True).as_py()
-                    raise TypeError(f"eval dataset column 'input_ids' must hold id sequences, got None in row {row}")
-                total, start = total + int(pc.sum(lengths).as_py() or 0), start + len(lengths)
-            return total
-    rows = _column(dataset, "input_ids")
-    for index, ids in enumerate(rows):
-        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
-            raise TypeError(
-                f"eval dataset column 'input_ids' must hold id sequences, got {type(ids).__name__} in row {index}"
-            )
-    return sum(len(ids) for ids in rows)

@@ -92,7 +92,6 @@ __all__ = [
     "check_not_tensor_parallel",
     "generator_config",
     "rtd_positions",
-    "selected_positions",
     "count_electra_targets",
     "sample_replacements",
     "ElectraPretrainingOutput",
@@ -292,7 +291,8 @@ class ElectraPretrainingModel(AuxiliaryModel):
         """Generator on ``input_ids`` (B, T), samples at ``labels != -100``, discriminator on the result.
 
         ``masked_positions`` (optional, (M,)): those selected positions as flat indices, as
-        ``DataCollatorForMaskedLM(return_sparse_indices=True)`` emits them (see :func:`selected_positions`).
+        ``DataCollatorForMaskedLM(return_sparse_indices=True)`` emits them (see
+        :func:`~hf_lmobj.models.electra_loss.selected_positions`).
         """
         check_not_tensor_parallel(self.generator, self.discriminator)
         labels, rtd_mask = self._checked_batch(input_ids, labels, attention_mask)  # (B, T) each

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from datasets import Dataset
 from transformers import (
     ElectraConfig,
     PreTrainedTokenizerFast,
@@ -23,6 +24,7 @@ from transformers import (
 
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
 from hf_lmobj.models.electra import ElectraPretrainingModel
+from hf_lmobj.packing import pack_dataset
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from tests.testing_utils import tiny_bert
 
@@ -64,7 +66,22 @@ def test_issue_whole_document_past_the_model_positions_is_refused_at_the_collato
     collator = DataCollatorForMaskedLM(tokenizer, model=bert128, seed=0)
     with pytest.raises(ValueError, match=r"feature 1 has 500 tokens but BertForMaskedLM reads at most 128") as caught:
         collator([IDS, [300 + i % 500 for i in range(500)]])
-    assert "max_length=128" in str(caught.value) and "pack_dataset" in str(caught.value)
+    assert "max_length=128" in str(caught.value) and "packing=True" in str(caught.value)
+    assert "pack_dataset" not in str(caught.value)  # causal rows: this collator refuses them
+
+
+@pytest.mark.parametrize("packing", [False, True])
+def test_pack_dataset_rows_are_refused_with_the_collators_own_fix(tokenizer, packing):
+    documents = Dataset.from_dict({"input_ids": [[300 + i for i in range(n)] for n in (5, 4, 3)]})
+    rows = pack_dataset(documents, max_length=12)  # one row, documents numbered in attention_mask
+    collator = DataCollatorForMaskedLM(tokenizer, max_length=12, packing=packing, seed=0)
+    feature = {"input_ids": rows[0]["input_ids"], "attention_mask": rows[0]["attention_mask"]}
+    with pytest.raises(ValueError, match=r"attention_mask must hold 0 / 1, got \[2, 3, 4\].*pack_dataset") as caught:
+        collator([feature])
+    assert "max_length=N" in str(caught.value) and "packing=True" in str(caught.value)
+    assert collator([{"input_ids": ids} for ids in documents["input_ids"]])["input_ids"].shape == (
+        (1, 12) if packing else (3, 5)
+    )  # the advice works: the documents themselves, split / packed by this collator
 
 
 def test_max_length_at_the_limit_splits_the_document_and_the_model_runs(tokenizer, bert128):
@@ -267,7 +284,12 @@ def test_input_ids_that_are_no_sequence(tokenizer, ids):
     "extra, error, message",
     [
         ({"attention_mask": [1, 1]}, ValueError, "attention_mask has 2 entries but input_ids has 4"),
-        ({"attention_mask": [1, 2, 1, 1]}, ValueError, "attention_mask must hold 0 / 1"),
+        (
+            {"attention_mask": [1, 2, 1, 1]},
+            ValueError,
+            "attention_mask must hold 0 / 1, got \\[1, 2\\]; values above 1",
+        ),
+        ({"attention_mask": [1, -1, 1, 1]}, ValueError, r"attention_mask must hold 0 / 1, got \[-1, 1\]$"),
         ({"attention_mask": [1.0, 1.0, 1.0, 1.0]}, TypeError, "attention_mask must be a 1D list of ints"),
         ({"attention_mask": "1111"}, TypeError, "attention_mask"),
         ({"attention_mask": torch.tensor([1, 1, 1, 0])}, ValueError, "feature 0 is padded"),

@@ -246,3 +246,34 @@ def test_fim_pieces_of_an_empty_text_is_one_document(tokenizer):
     ((document,),) = FimPieces(FimTransform(tokenizer, fim_rate=1.0), max_tokens=8, seed=0)([""])
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     assert document.tolist() == [bos, fim.prefix, fim.suffix, fim.middle, eos]
+
+
+# ----------------------------------------------------------------------------- attention_mask: packed rows
+@pytest.mark.parametrize(
+    "mask, error, message",
+    [
+        pytest.param(lambda n: [2] * (n - 2) + [3, 3], ValueError, "packed row .* numbers documents", id="pack-dataset"),
+        pytest.param(lambda n: [1] * (n - 1) + [2], ValueError, "packed row .* numbers documents", id="axolotl"),
+        pytest.param(lambda n: torch.full((n,), 2), ValueError, "packed row .* numbers documents", id="one-doc-tensor"),
+        pytest.param(lambda n: [1] * (n - 1) + [0], ValueError, "feature 0 is padded", id="padded"),
+        pytest.param(lambda n: [1] * (n - 1) + [-1], ValueError, "feature 0 is padded", id="negative"),
+        pytest.param(lambda n: [1.0] * n, TypeError, "feature 0: attention_mask must be a 1D list of ints",
+                     id="floats"),
+        pytest.param(lambda n: ["1"] * n, TypeError, "feature 0: attention_mask must be a 1D list of ints",
+                     id="strings"),
+    ],
+)  # fmt: skip
+def test_attention_masks_other_than_all_ones_are_refused(tokenizer, mask, error, message):
+    doc = _plain_doc(tokenizer, "x = 1\n")
+    collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, seed=0)
+    with pytest.raises(error, match=message):
+        collator([{**doc, "attention_mask": mask(len(doc["input_ids"]))}])
+
+
+@pytest.mark.parametrize("mask", [lambda n: [1] * n, lambda n: [True] * n, lambda n: torch.ones(n, dtype=torch.long)])
+def test_an_all_ones_attention_mask_is_a_document(tokenizer, mask):
+    doc = _plain_doc(tokenizer, "x = 1\n")
+    collator = DataCollatorForFillInTheMiddle(tokenizer, fim_rate=1.0, seed=0)
+    assert collator([{**doc, "attention_mask": mask(len(doc["input_ids"]))}])["input_ids"].tolist() == (
+        collator([doc])["input_ids"].tolist()
+    )

@@ -20,6 +20,7 @@ from datasets import Dataset
 from transformers import DataCollatorForLanguageModeling, EvalPrediction, Trainer, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
 from hf_lmobj.corpus import tokenize_corpus
 from hf_lmobj.metrics.sums import count_words
 from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
@@ -113,12 +114,6 @@ def test_rows_left_out_are_caught_when_num_rows_is_asked_for(tiny_gpt2, tokenize
         pytest.param(Dataset.from_dict({"num_bytes": ["4"]}), TypeError, r"'num_bytes'\[0\]", id="string-bytes"),
         pytest.param(Dataset.from_dict({"text": ["ab"], "num_words": [-2]}), ValueError, r"'num_words'\[0\]",
                      id="negative-words"),
-        pytest.param([{"text": "ab", "input_ids": None}], TypeError, "'input_ids' must hold id sequences",
-                     id="none-ids"),
-        pytest.param(Dataset.from_dict({"text": ["a"] * 1003, "input_ids": [[5]] * 1002 + [None]}), TypeError,
-                     "'input_ids' must hold id sequences, got None in row 1002", id="none-ids-in-arrow"),
-        pytest.param(Dataset.from_dict({"text": ["a"], "input_ids": ["5 6"]}), TypeError,
-                     "'input_ids' must hold id sequences, got str in row 0", id="untokenized-ids"),
     ],
 )  # fmt: skip
 def test_hostile_eval_datasets_are_refused_by_name(dataset, error, message):
@@ -135,14 +130,14 @@ def test_bits_per_byte_is_a_flag(flag):
 def test_perplexity_alone_needs_no_bytes():
     metrics = LanguageModelingMetrics.from_dataset(Dataset.from_dict({"input_ids": [[5, 6, 7]]}), bits_per_byte=False)
     out = metrics.compute_metrics(EvalPrediction(np.array([[2.0, 2.0]]), None))
-    assert metrics.dataset_tokens == 3 and sorted(out) == ["nll_per_token", "num_tokens", "perplexity"]
+    assert metrics.dataset_tokens is None and sorted(out) == ["nll_per_token", "num_tokens", "perplexity"]
 
 
 def test_a_list_of_row_dicts_is_a_dataset():
     metrics = LanguageModelingMetrics.from_dataset(
         [{"text": "é a", "input_ids": [5, 6]}, {"text": "b", "input_ids": [7]}]
     )
-    assert (metrics.num_bytes, metrics.num_words, metrics.dataset_tokens) == (5, 3, 3)
+    assert (metrics.num_bytes, metrics.num_words, metrics.dataset_tokens) == (5, 3, None)
 
 
 def test_columns_win_over_the_text_and_explicit_totals_over_columns():
@@ -152,10 +147,11 @@ def test_columns_win_over_the_text_and_explicit_totals_over_columns():
     assert LanguageModelingMetrics.from_dataset(dataset, num_bytes=9, num_words=2).num_bytes == 9
 
 
-def test_more_targets_than_the_dataset_has_tokens_is_another_dataset():
-    metrics = LanguageModelingMetrics.from_dataset(Dataset.from_dict({"text": ["ab cd"], "input_ids": [[5, 6, 7, 8]]}))
+def test_more_targets_than_an_explicit_dataset_tokens_is_another_dataset():
+    dataset = Dataset.from_dict({"text": ["ab cd"], "input_ids": [[5, 6, 7, 8]]})
+    metrics = LanguageModelingMetrics.from_dataset(dataset, dataset_tokens=4)  # an explicit opt-in
     assert metrics.compute_metrics(EvalPrediction(np.array([[3.0, 3.0]]), None))["num_tokens"] == 3.0
-    with pytest.raises(ValueError, match="scored 10 targets but the eval dataset has only 4 tokens"):
+    with pytest.raises(ValueError, match="scored 10 targets but the eval dataset has only 4 tokens.*adds tokens"):
         metrics.compute_metrics(EvalPrediction(np.array([[3.0, 3.0], [9.0, 7.0]]), None))
 
 
@@ -163,3 +159,41 @@ def test_more_targets_than_the_dataset_has_tokens_is_another_dataset():
 def test_dataset_tokens_is_a_positive_count(value, error):
     with pytest.raises(error, match="dataset_tokens"):
         LanguageModelingMetrics(dataset_tokens=value)
+
+
+# ------------------------------------- collators that add tokens: from_dataset sets no token bound
+def _scored_rows(batch: dict[str, torch.Tensor], vocab: int, metrics: LanguageModelingMetrics) -> np.ndarray:
+    """``[nll_sum, num_tokens]`` rows of uniform logits over a collated batch (no model needed)."""
+    logits = torch.zeros(*batch["labels"].shape, vocab)
+    return metrics.preprocess_logits_for_metrics(logits, batch["labels"]).numpy()
+
+
+@pytest.mark.parametrize(
+    "documents, targets",
+    [
+        pytest.param([list(range(300, 316)), list(range(400, 416))], 34, id="issue-2x16-tokens-34-targets"),
+        pytest.param([[300, 301]], 3, id="one-2-token-document"),
+    ],
+)
+def test_issue_bos_and_eos_added_by_the_collator_are_not_another_dataset(tokenizer, documents, targets):
+    dataset = Dataset.from_dict({"text": ["x y"] * len(documents), "input_ids": documents})  # tokenized without BOS
+    metrics = LanguageModelingMetrics.from_dataset(dataset)
+    collator = DataCollatorForCausalLM(tokenizer, add_bos=True, add_eos=True)
+    batch = collator([{"input_ids": ids} for ids in documents])
+    out = metrics.compute_metrics(EvalPrediction(_scored_rows(batch, len(tokenizer), metrics), None))
+    assert metrics.dataset_tokens is None and out["num_tokens"] == targets > sum(map(len, documents))
+    assert out["perplexity"] == pytest.approx(len(tokenizer))
+
+
+def test_issue_bart_text_infilling_adds_bos_and_eos_and_is_scored(tokenizer):
+    documents = [list(range(300, 316)), list(range(400, 416))]
+    dataset = Dataset.from_dict({"text": ["x y", "z"], "input_ids": documents})
+    metrics = LanguageModelingMetrics.from_dataset(dataset, shift_labels=False)
+    batch = DataCollatorForTextInfilling(tokenizer, seed=0)([{"input_ids": ids} for ids in documents])
+    out = metrics.compute_metrics(EvalPrediction(_scored_rows(batch, len(tokenizer), metrics), None))
+    assert out["num_tokens"] == 36 and metrics.dataset_tokens is None  # <s> 16 </s> twice, over 32 tokens
+
+
+def test_from_dataset_does_not_read_input_ids():
+    dataset = [{"text": "ab", "input_ids": None}, {"text": "c", "input_ids": "5 6"}]
+    assert LanguageModelingMetrics.from_dataset(dataset).dataset_tokens is None
