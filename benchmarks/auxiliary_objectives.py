@@ -40,7 +40,8 @@ from transformers import TrainerCallback, TrainingArguments
 from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
-from hf_lmobj.metrics.scoring import bits_per_byte_from_sums, score_texts
+from hf_lmobj.metrics.scoring import score_texts
+from hf_lmobj.metrics.sums import bits_per_byte_from_sums
 from hf_lmobj.models.pretraining import AuxiliaryArguments, build_pretraining_model, token_predictor
 from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
@@ -57,7 +58,7 @@ def _recipe_module(name: str):
 
 def parse_config(config: str, overrides: list[str]):
     """(data, model, aux, report, runtime, train) arguments of a pre-training config, as the wired recipe reads it."""
-    report = _recipe_module("pretrain").ReportArguments
+    report = _recipe_module("report.report_arguments").ReportArguments
     types = (DataArguments, ModelArguments, AuxiliaryArguments, report, RuntimeArguments, TrainingArguments)
     return parse_args_with_config(types, ["--config", str(CONFIGS / config), "--use_cpu", "true", *overrides])
 

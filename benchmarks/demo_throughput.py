@@ -99,7 +99,7 @@ def time_case(case: Case, threads: int, steps: int, warmup: int) -> tuple[float,
     torch.manual_seed(0)
     tokenizer = build_tokenizer(case.vocab)
     model = build_model(
-        "clm",
+        "causal",
         tokenizer,
         ModelArguments(
             model_type="llama",

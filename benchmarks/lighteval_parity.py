@@ -42,13 +42,10 @@ from pathlib import Path
 from lm_eval_parity import parity_setup  # the sibling benchmark's command line and tiny GPT-2
 
 import hf_lmobj.metrics.lighteval_tasks as lighteval_tasks
-from hf_lmobj.metrics.lighteval_tasks import FIGURES, TASK_NAME, build_tasks_table, write_text_dataset
-from hf_lmobj.metrics.scoring import (
-    bits_per_byte_from_sums,
-    byte_perplexity_from_sums,
-    score_texts,
-    word_perplexity_from_sums,
-)
+from hf_lmobj.metrics.lighteval_data import FIGURES, write_text_dataset
+from hf_lmobj.metrics.lighteval_tasks import TASK_NAME, build_tasks_table
+from hf_lmobj.metrics.scoring import score_texts
+from hf_lmobj.metrics.sums import bits_per_byte_from_sums, byte_perplexity_from_sums, word_perplexity_from_sums
 
 BUILTIN_TASK = f"{TASK_NAME}_builtin"
 

@@ -13,7 +13,6 @@ Example:
     (568, 114)
 """
 
-import hf_lmobj._moved_modules  # noqa: F401  first: it installs the finder of the old module paths (some still in use)
 from hf_lmobj.collators import (
     CollatorEpochCallback,
     DataCollatorForCausalLM,

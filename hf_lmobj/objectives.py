@@ -5,8 +5,7 @@ pre-training objectives) plus ``sequence_classification`` (the fine-tuning card)
 and multi-token prediction are variants of ``causal``, ELECTRA of ``masked``. A spec says what the
 loss scores, which collator shapes the batches, which architectures and Auto class fit, which card
 and Hub task describe the model, how the recipes prepare its data and what their report shows.
-Code reads these attributes; no module outside this one compares objective names. The names of the
-first release (``clm``, ``mlm``, ``seq2seq``, ``bart``) still resolve, with a ``DeprecationWarning``.
+Code reads these attributes; no module outside this one compares objective names.
 
 Example:
     >>> spec = get_objective("ul2")
@@ -18,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,9 +25,7 @@ from typing import Literal
 __all__ = [
     "ObjectiveSpec",
     "OBJECTIVES",
-    "DEPRECATED_NAMES",
     "get_objective",
-    "canonical_name",
     "objective_names",
     "loss_family",
     "objective_of_variant",
@@ -134,30 +130,16 @@ _SPECS = (
 #: Every objective word -> its spec (read-only).
 OBJECTIVES: Mapping[str, ObjectiveSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
 
-#: The first release's names -> today's word; they resolve with a DeprecationWarning for one release.
-DEPRECATED_NAMES: Mapping[str, str] = MappingProxyType(
-    {"clm": "causal", "mlm": "masked", "seq2seq": "span", "bart": "text_infilling"}
-)
-
 
 def objective_names(pretraining: bool | None = None) -> tuple[str, ...]:
     """The objective words in registry order; ``pretraining=True`` / ``False`` keeps only those kinds."""
     return tuple(name for name, spec in OBJECTIVES.items() if pretraining is None or spec.pretraining == pretraining)
 
 
-def canonical_name(name: str) -> str:
-    """Today's word for ``name`` (an old name maps to its new one, silently: for stored data such as fingerprints).
-
-    >>> canonical_name("clm"), canonical_name("span"), canonical_name("other")
-    ('causal', 'span', 'other')
-    """
-    return DEPRECATED_NAMES.get(name, name)
-
-
 def get_objective(
     objective: str | ObjectiveSpec, *, field: str = "objective", among: Collection[str] | None = None
 ) -> ObjectiveSpec:
-    """The spec of an objective word (or the spec itself); an old name warns, anything else is refused.
+    """The spec of an objective word (or the spec itself); anything else is refused.
 
     ``field`` names the argument in the messages (``--objective``, ``objective=``); ``among`` limits the
     words the caller takes (default: every word), and the messages list exactly those.
@@ -175,14 +157,6 @@ def get_objective(
     if not isinstance(objective, str):
         raise TypeError(f"{field} must be an objective word (a str), got {type(objective).__name__}: {objective!r}")
     allowed = list(OBJECTIVES) if among is None else list(among)
-    if objective in DEPRECATED_NAMES and DEPRECATED_NAMES[objective] in allowed:
-        new = DEPRECATED_NAMES[objective]
-        warnings.warn(
-            f"{field} {objective!r} is deprecated and will be removed in the next release: use {new!r}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        objective = new
     if objective not in allowed:
         raise ValueError(f"{field} must be one of {allowed}, got {objective!r}")
     return OBJECTIVES[objective]
@@ -192,12 +166,12 @@ def loss_family(objective: str | ObjectiveSpec) -> str:
     """The first objective word whose targets are scored alike (span for every encoder-decoder objective).
 
     Stored data that depends on the loss alone (a checkpoint's data fingerprint) records this word, so
-    an old name, an inferred objective and an explicit one of the same family agree.
+    an inferred objective and an explicit one of the same family agree.
 
-    >>> loss_family("ul2"), loss_family("seq2seq"), loss_family("prefix_lm")
+    >>> loss_family("ul2"), loss_family("text_infilling"), loss_family("prefix_lm")
     ('span', 'span', 'causal')
     """
-    spec = OBJECTIVES[canonical_name(objective)] if isinstance(objective, str) else objective
+    spec = get_objective(objective)
     return next(
         s.name
         for s in OBJECTIVES.values()

@@ -40,14 +40,14 @@ from hf_lmobj.models.pretraining import build_pretraining_model, token_predictor
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.optim.arguments import optimizer_cls_and_kwargs
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+from hf_lmobj.trainer.checkpoints import load_checkpoint_weights
 from hf_lmobj.trainer.cpu_threads import thread_control
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.resume import begin_new_run, load_checkpoint_weights, plan_resume, step_budget
+from hf_lmobj.trainer.resume import begin_new_run, plan_resume, step_budget
 from hf_lmobj.trainer.teardown import close_distributed
 
 from .report.infilling import infilling_cases, validation_infilling
 from .report.pretrain_report import (
-    ReportArguments,
     baseline_bits_per_byte,
     baseline_key,
     sample_continuation,
@@ -59,7 +59,7 @@ from .runtime.phase_timer import PhaseTimer
 from .runtime.pretrain_checks import check_built_model, check_pretrain_arguments
 from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
 
-__all__ = ["ARGUMENT_CLASSES", "ReportArguments", "main", "baseline_key"]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

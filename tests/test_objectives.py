@@ -1,9 +1,8 @@
-"""The one objective vocabulary: specs read as attributes, old names warn, no name compared outside the registry."""
+"""The one objective vocabulary: specs read as attributes, other words refused, no name compared outside the registry."""
 
 from __future__ import annotations
 
 import ast
-import warnings
 from pathlib import Path
 
 import pytest
@@ -12,14 +11,14 @@ import transformers
 
 import hf_lmobj
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
-from hf_lmobj.objectives import DEPRECATED_NAMES, OBJECTIVES, ObjectiveSpec, canonical_name, get_objective
+from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
 from hf_lmobj.trainer.objectives import check_objective, infer_objective, objective_targets
 from tests.testing_utils import OBJECTIVES as TESTED_OBJECTIVES
 from tests.testing_utils import build_model
 
 REPO = Path(__file__).resolve().parents[1]
-WORDS = frozenset(OBJECTIVES) | frozenset(DEPRECATED_NAMES)
+WORDS = frozenset(OBJECTIVES)
 REGISTRY = REPO / "hf_lmobj" / "objectives.py"
 
 
@@ -33,16 +32,6 @@ def test_each_spec_names_real_parts(name):
         assert spec.collator in hf_lmobj.__all__, f"{spec.collator} is not a public name"
     if spec.data is not None:
         assert spec.pretraining and spec.collator is not None and spec.architectures
-
-
-@pytest.mark.parametrize("old, new", sorted(DEPRECATED_NAMES.items()))
-def test_old_names_resolve_with_a_deprecation_warning(old, new):
-    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated.*use '{new}'"):
-        assert get_objective(old) is OBJECTIVES[new]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert canonical_name(old) == new  # stored data (fingerprints) maps silently
-        get_objective(new)
 
 
 def test_unknown_names_and_types_are_refused_by_name():
@@ -105,15 +94,19 @@ def objective_comparisons(source: str) -> list[tuple[int, str]]:
 CODE = sorted(p for folder in ("hf_lmobj", "recipes") for p in (REPO / folder).rglob("*.py") if p != REGISTRY)
 
 
-@pytest.mark.parametrize("path", CODE, ids=lambda p: str(p.relative_to(REPO)))
-def test_no_objective_name_is_compared_outside_the_registry(path):
-    found = objective_comparisons(path.read_text(encoding="utf-8"))
-    assert not found, f"{path.relative_to(REPO)} compares objective names {found}: read an ObjectiveSpec attribute"
+def test_no_objective_name_is_compared_outside_the_registry():
+    """One item for the rule: its failure lists every offending file."""
+    found = {
+        str(path.relative_to(REPO)): hits
+        for path in CODE
+        if (hits := objective_comparisons(path.read_text(encoding="utf-8")))
+    }
+    assert not found, f"modules that compare objective names (read an ObjectiveSpec attribute): {found}"
 
 
 def test_the_rule_catches_comparisons_and_tables():
-    source = 'if objective == "clm": pass\nok = kind in ("span", "ul2")\nT = {"causal": 1, "masked": 2}\nx = y == "z"'
-    assert objective_comparisons(source) == [(1, "clm"), (2, "span"), (2, "ul2"), (3, "causal"), (3, "masked")]
+    source = 'if objective == "span": pass\nok = kind in ("span", "ul2")\nT = {"causal": 1, "masked": 2}\nx = y == "z"'
+    assert objective_comparisons(source) == [(1, "span"), (2, "span"), (2, "ul2"), (3, "causal"), (3, "masked")]
     assert len(CODE) > 50, "the rule must read the package and the recipes"
 
 
@@ -124,7 +117,8 @@ def test_loss_families_group_the_words_whose_targets_are_scored_alike():
         "causal": "causal", "masked": "masked", "span": "span", "ul2": "span", "text_infilling": "span",
         "prefix_lm": "causal", "sequence_classification": "masked",
     }  # fmt: skip
-    assert loss_family("seq2seq") == "span"  # a first-release fingerprint resumes as its family
+    with pytest.raises(ValueError, match=r"objective must be one of \['causal'.*got 'gpt'"):
+        loss_family("gpt")  # an unknown word is refused by name, never a bare KeyError
 
 
 def test_variants_name_the_objective_they_ride_on():
@@ -142,20 +136,14 @@ def test_callers_list_only_the_words_they_take():
     with pytest.raises(ValueError) as refused:
         check_objective("gpt")
     assert "sequence_classification" not in str(refused.value)
-    with pytest.warns(DeprecationWarning):
-        assert get_objective("mlm", among=("masked",)).name == "masked"
-    with pytest.raises(ValueError, match="got 'mlm'"):  # an old name of a word the caller does not take
-        get_objective("mlm", among=("causal",))
+    assert get_objective("masked", among=("masked",)).name == "masked"
 
 
-@pytest.mark.parametrize("saved, trained", [("seq2seq", "ul2"), ("span", "text_infilling"), ("causal", "prefix_lm")])
+@pytest.mark.parametrize("saved, trained", [("span", "ul2"), ("span", "text_infilling"), ("causal", "prefix_lm")])
 def test_a_checkpoint_fingerprint_compares_by_loss_family(saved, trained):
     from hf_lmobj.objectives import loss_family
     from hf_lmobj.trainer.checkpoints import check_fingerprint
-    from hf_lmobj.trainer.pipeline_training import comparable_fingerprint
 
-    check_fingerprint(
-        comparable_fingerprint({"objective": saved, "seed": 0}), {"objective": loss_family(trained), "seed": 0}
-    )
+    check_fingerprint({"objective": saved, "seed": 0}, {"objective": loss_family(trained), "seed": 0})
     with pytest.raises(ValueError, match="objective"):
-        check_fingerprint(comparable_fingerprint({"objective": saved}), {"objective": loss_family("masked")})
+        check_fingerprint({"objective": saved}, {"objective": loss_family("masked")})

@@ -6,14 +6,13 @@ implementation, mask dtype, decoder start token), ``seed`` keys an example's ran
 epoch, example) only, ``return_tensors="pt"``, the same feature validation. Two modules here serve
 other packages too: ``seeding`` (the per-example randomness) and ``features`` (the feature checks);
 the private ones (``_attention``, ``_causal_features``, ``_masking``, ``_noise``) serve the
-collators only. Packing has its own package (:mod:`hf_lmobj.packing`), and so has fill-in-the-middle
-(:mod:`hf_lmobj.fim`); their collator-facing names (``pack_dataset``, ``DataCollatorForFillInTheMiddle``,
-``fim_dataset``, ``FimTokens``) are importable from here as well.
+collators only. Packing has its own package (:mod:`hf_lmobj.packing`: ``pack_dataset``), and so has
+fill-in-the-middle (:mod:`hf_lmobj.fim`: ``DataCollatorForFillInTheMiddle``, ``fim_dataset``, ``FimTokens``).
 
 Example:
-    >>> from hf_lmobj.collators import DataCollatorForCausalLM, pack_dataset
-    >>> DataCollatorForCausalLM.__name__, pack_dataset.__name__
-    ('DataCollatorForCausalLM', 'pack_dataset')
+    >>> from hf_lmobj.collators import DataCollatorForCausalLM, DataCollatorForMaskedLM
+    >>> DataCollatorForCausalLM.__name__, DataCollatorForMaskedLM.__name__
+    ('DataCollatorForCausalLM', 'DataCollatorForMaskedLM')
 """
 
 from hf_lmobj.collators._noise import compute_input_and_target_lengths
@@ -24,10 +23,6 @@ from hf_lmobj.collators.span import DataCollatorForSpanCorruption
 from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
 from hf_lmobj.collators.ul2 import DataCollatorForUL2, Denoiser
 
-# hf_lmobj.fim builds on modules of this package, so this package loads first (as hf_lmobj/__init__.py has it)
-from hf_lmobj.fim import DataCollatorForFillInTheMiddle, FimTokens, fim_dataset
-from hf_lmobj.packing import pack_dataset
-
 __all__ = [
     "DataCollatorForCausalLM",
     "DataCollatorForMaskedLM",
@@ -35,10 +30,6 @@ __all__ = [
     "DataCollatorForUL2",
     "Denoiser",
     "DataCollatorForTextInfilling",
-    "DataCollatorForFillInTheMiddle",
-    "FimTokens",
-    "fim_dataset",
-    "pack_dataset",
     "CollatorEpochCallback",
     "compute_input_and_target_lengths",
 ]

@@ -12,7 +12,7 @@ Example:
 """
 
 from hf_lmobj.config.files import config_sections, load_yaml_config
-from hf_lmobj.config.names import renamed_folders, resolve_config, shipped_configs
+from hf_lmobj.config.names import resolve_config, shipped_configs
 from hf_lmobj.config.parsing import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.config.values import check_config_values
 
@@ -24,5 +24,4 @@ __all__ = [
     "check_config_values",
     "resolve_config",
     "shipped_configs",
-    "renamed_folders",
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,6 @@ __all__ = [
     "BASE_KEY",
     "config_sections",
     "load_yaml_config",
-    "renamed_fields",
-    "warn_renamed",
 ]
 
 #: The section of ``TrainingArguments``, which cannot carry a ``SECTION`` attribute of its own here.
@@ -101,25 +98,12 @@ def load_yaml_config(path: str | Path, dataclass_types: Sequence[type] = ()) -> 
             cycle of bases.
     """
     fields = frozenset(f.name for cls in dataclass_types for f in dataclasses.fields(cls))
-    return _load(path, _Schema(config_sections(dataclass_types), renamed_fields(dataclass_types), fields), ())
-
-
-def renamed_fields(dataclass_types: Sequence[type]) -> dict[str, str]:
-    """Old field name -> its new name, from each class's ``RENAMED_FIELDS``: the old name still works, with a
-    DeprecationWarning, for one release (in a config file and on the command line)."""
-    return {old: new for cls in dataclass_types for old, new in getattr(cls, "RENAMED_FIELDS", {}).items()}
-
-
-def warn_renamed(old: str, new: str, where: str) -> None:
-    warnings.warn(
-        f"{where}{old} is now {new} (the old name goes in the next release)", DeprecationWarning, stacklevel=4
-    )
+    return _load(path, _Schema(config_sections(dataclass_types), fields), ())
 
 
 @dataclasses.dataclass(frozen=True)
 class _Schema:
     sections: dict[str, type]
-    renames: dict[str, str]
     fields: frozenset[str] = frozenset()  # every field name (a section's name may be a field's too: optimizer)
 
 
@@ -205,20 +189,15 @@ def _flatten(data: dict[str, Any], schema: _Schema, path: Path) -> dict[str, Any
     for key, value in data.items():
         if key in sections and (isinstance(value, dict) or value is None):
             value = value or {}
-            renamed = {inner: schema.renames.get(inner, inner) for inner in value}
-            entries = [
-                (_section_field(key, renamed[inner], schema, path), f"{key}.{inner}", v) for inner, v in value.items()
-            ]
+            entries = [(_section_field(key, inner, schema, path), f"{key}.{inner}", v) for inner, v in value.items()]
         elif key in sections and key not in schema.fields:
             raise ValueError(
                 f"--config {path}: {key} is a section ({sections[key].__name__}): its value must be a mapping of "
                 f"its fields, such as {key}: {{{_field_names(sections[key])[0]}: ...}}; got {value!r:.60}"
             )
         else:
-            entries = [(schema.renames.get(key, key), key, value)]
+            entries = [(key, key, value)]
         for field_name, spelled, v in entries:
-            if spelled.rpartition(".")[2] in schema.renames:
-                warn_renamed(spelled.rpartition(".")[2], field_name, f"--config {path}: ")
             if field_name in flat:
                 raise ValueError(
                     f"--config {path}: {field_name} is given twice ({given[field_name]} and {spelled}); keep one"

@@ -1,7 +1,5 @@
 """Config names: ``causal/demo`` is ``configs/causal/demo.yaml`` beside the recipes (a clone or a wheel alike).
 
-The first release's folder names (``clm/``, ``mlm/``) still resolve, in a name or a path, with a warning.
-
 Example:
     >>> resolve_config("causal/demo").parent.name
     'causal'
@@ -10,14 +8,12 @@ Example:
 from __future__ import annotations
 
 import difflib
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
-from hf_lmobj.objectives import DEPRECATED_NAMES
 from hf_lmobj.shipped import shipped_folder
 
-__all__ = ["shipped_configs", "renamed_folders", "resolve_config", "suggest"]
+__all__ = ["shipped_configs", "resolve_config", "suggest"]
 
 
 def suggest(word: str, choices: Iterable[str], what: str = "") -> str:
@@ -46,20 +42,11 @@ def shipped_configs() -> list[str]:
     return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("*/*.yaml"))
 
 
-def renamed_folders() -> dict[str, str]:
-    """Shipped config folders renamed after their objective word: the first release's name -> today's
-    (``clm`` -> ``causal``, ``mlm`` -> ``masked``), read from the registry's old names and the shipped tree."""
-    return {old: new for old, new in DEPRECATED_NAMES.items() if (_configs_root() / new).is_dir()}
-
-
 def resolve_config(name: str | Path, beside: Path | None = None) -> Path:
     """A path to an existing file, else a shipped config name (``causal/demo`` or ``causal/demo.yaml``).
 
     A relative path is looked up in the working directory, or in ``beside`` when given (a ``base:``
     resolves beside the file naming it, never in whatever folder the run happens to start from).
-    A name or a path through a renamed folder (:func:`renamed_folders`: ``clm/demo``,
-    ``recipes/configs/mlm/bert_tiny.yaml``) resolves to its new home with a ``DeprecationWarning``
-    naming the new one.
 
     Raises:
         ValueError: an empty name, a folder, or neither a file nor a shipped config; the message names the
@@ -82,15 +69,6 @@ def resolve_config(name: str | Path, beside: Path | None = None) -> Path:
         raise ValueError(
             f"--config {name}: a folder, not a YAML file; name one file" + (f" in it ({listed})" if yamls else "")
         )
-    moved = _through_renamed_folder(path)
-    if moved is not None:
-        warnings.warn(
-            f"--config {name} is now {moved} (the shipped config folders are named by objective: "
-            f"{', '.join(f'{old}/ -> {new}/' for old, new in renamed_folders().items())})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return resolve_config(moved)
     shipped = shipped_configs()
     raise ValueError(
         f"--config {name}: no such file, nor a shipped config"
@@ -98,15 +76,3 @@ def resolve_config(name: str | Path, beside: Path | None = None) -> Path:
         + f"; shipped: {', '.join(shipped)}"
         + suggest(relative.with_suffix("").as_posix(), shipped)
     )
-
-
-def _through_renamed_folder(path: Path) -> str | None:
-    """``path`` with its renamed folder (the last part that is one) renamed, when that names a config."""
-    renamed = renamed_folders()
-    for index in reversed(range(len(path.parts) - 1)):
-        if path.parts[index] in renamed:
-            moved = Path(*path.parts[:index], renamed[path.parts[index]], *path.parts[index + 1 :])
-            with_suffix = moved if moved.suffix == ".yaml" else moved.with_suffix(".yaml")
-            if moved.is_file() or (_configs_root() / with_suffix).is_file():
-                return moved.as_posix()
-    return None

@@ -1,8 +1,7 @@
 """``--config NAME`` plus command-line overrides for argument dataclasses (TRL / torchtune style).
 
 ``NAME`` is a YAML file or the name of a shipped config (``causal/demo`` is
-``hf_lmobj/recipes/configs/causal/demo.yaml``, found in a clone and in an installed wheel alike; the
-first release's folder names, ``clm/`` and ``mlm/``, still resolve with a DeprecationWarning).
+``hf_lmobj/recipes/configs/causal/demo.yaml``, found in a clone and in an installed wheel alike).
 Every key of the YAML file must be a field of one of the dataclasses (``TrainingArguments``
 included); a command-line flag wins over the file. Unknown keys and flags (named with the closest
 known ones), keys given twice, and ``--config`` given twice (one file combines with another by naming
@@ -41,13 +40,12 @@ import argparse
 import dataclasses
 import sys
 import typing
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from hf_lmobj.config.files import BASE_KEY, config_sections, load_yaml_config, renamed_fields, warn_renamed
+from hf_lmobj.config.files import BASE_KEY, config_sections, load_yaml_config
 from hf_lmobj.config.names import suggest
 from hf_lmobj.config.values import check_config_values
 
@@ -58,9 +56,6 @@ CONFIG_HELP = (
     "config it overrides), or the name of a shipped config such as causal/demo; given once (a file combines with "
     "another through base:); flags given on the command line win over the file"
 )
-
-#: Deprecations a recipe's user must see (a renamed config or objective name), shown unless -W options say otherwise.
-USER_DEPRECATIONS = r"--\S+.* is now |objective '.*' is deprecated"
 
 
 def _parser(dataclass_types: Sequence[type], description: str | None = None) -> HfArgumentParser:
@@ -120,23 +115,7 @@ def parse_args_with_config(
         TypeError: a YAML value of another type than its field's (:func:`~hf_lmobj.config.check_config_values`).
     """
     args = list(sys.argv[1:] if args is None else args)
-    with warnings.catch_warnings():  # this call's scope only: a renamed name is the user's to see
-        if not sys.warnoptions:
-            warnings.filterwarnings("default", message=USER_DEPRECATIONS, category=DeprecationWarning)
-        return _parse(dataclass_types, _renamed_flags(args, renamed_fields(dataclass_types)), description)
-
-
-def _renamed_flags(args: list[str], renames: dict[str, str]) -> list[str]:
-    """``--old value`` / ``--old=value`` as ``--new ...`` for each renamed field, with a DeprecationWarning."""
-    out = []
-    for arg in args:
-        flag, equals, value = arg.partition("=")
-        old = flag[2:] if flag.startswith("--") else None
-        if old in renames:
-            warn_renamed(flag, f"--{renames[old]}", "")
-            arg = f"--{renames[old]}{equals}{value}"
-        out.append(arg)
-    return out
+    return _parse(dataclass_types, args, description)
 
 
 def _parse(dataclass_types: Sequence[type], args: list[str], description: str | None) -> tuple[Any, ...]:

@@ -1,7 +1,7 @@
 """Decoding: the ``LogitsProcessor`` sampler (:mod:`.sampling`: temperature, top-k, top-p, min-p).
 
 Fill-in-the-middle prompts and token healing live in :mod:`hf_lmobj.fim` (``fim_prompts``,
-``infill``, ``heal_prompts``, ``LeadLogitsProcessor``); they are importable from here as well.
+``infill``, ``heal_prompts``, ``LeadLogitsProcessor``).
 
 Example:
     >>> from hf_lmobj.generation import sampling_generate_kwargs
@@ -10,14 +10,9 @@ Example:
     'SamplingLogitsProcessor'
 """
 
-from hf_lmobj.fim import LeadLogitsProcessor, fim_prompts, heal_prompts, infill
 from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
 
 __all__ = [
     "SamplingLogitsProcessor",
     "sampling_generate_kwargs",
-    "fim_prompts",
-    "infill",
-    "LeadLogitsProcessor",
-    "heal_prompts",
 ]

@@ -8,8 +8,8 @@ exactly the loss (and gradients) of one big batch. Accumulation is float32 whate
 dtype (float64 stays float64). Options: ``label_smoothing`` (as ``torch.nn.functional.cross_entropy``),
 ``z_loss`` (coefficient on logsumexp**2) and ``logit_softcap`` (``c * tanh(logits / c)``).
 
-``linear_cross_entropy`` (re-exported here) is the same loss computed from hidden states and a
-head weight without materializing the logits.
+:func:`~hf_lmobj.losses.linear_cross_entropy.linear_cross_entropy` is the same loss computed from hidden states
+and a head weight without materializing the logits.
 
 Example:
     >>> import torch
@@ -26,21 +26,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hf_lmobj.losses.linear_cross_entropy import (
-    HeadLossOptions,
-    _denominator,
-    accumulation_dtype,
-    linear_cross_entropy,
-    linear_token_losses,
-)
+from hf_lmobj.losses.head_chunks import HeadLossOptions, _denominator, accumulation_dtype
 from hf_lmobj.validation import check_labels
 
 __all__ = [
     "causal_lm_loss",
     "masked_lm_loss",
     "seq2seq_lm_loss",
-    "linear_cross_entropy",
-    "linear_token_losses",
     "next_token_targets",
     "token_losses",
     "token_nll",

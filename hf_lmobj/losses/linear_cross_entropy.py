@@ -47,8 +47,6 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from hf_lmobj.losses.head_chunks import (
-    CPU_CHUNK_ELEMENTS,
-    DEFAULT_CHUNK_ELEMENTS,
     HeadLossOptions,
     _add_product,
     _autocast_off,
@@ -64,13 +62,6 @@ from hf_lmobj.losses.head_chunks import (
 from hf_lmobj.validation import check_labels
 
 __all__ = [
-    "DEFAULT_CHUNK_ELEMENTS",
-    "CPU_CHUNK_ELEMENTS",
-    "HeadLossOptions",
-    "accumulation_dtype",
-    "compute_dtype",
-    "resolve_chunk_size",
-    "token_losses_and_grad",
     "linear_cross_entropy",
     "linear_token_losses",
 ]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-import warnings
 from pathlib import Path
 
 from hf_lmobj.files import write_atomic
@@ -61,7 +60,7 @@ def load(name: str, **kwargs):
     return evaluate.load(str(metric_path(name)), **kwargs)
 
 
-def space_core_text(core: str = "scoring.py") -> str:
+def space_core_text(core: str) -> str:
     """The text of a Space folder's core file ``core`` (in :data:`CORE_NAMES`): a generated header, then the package's.
 
     Example:
@@ -150,26 +149,6 @@ def push_to_hub(name: str, repo_id: str, token: str | None = None, private: bool
             commit_message=f"Upload the {name} metric from hf_lmobj",
         )
     return f"https://huggingface.co/spaces/{repo_id}"
-
-
-#: Names of the first release's single core file: name -> (its value today, the name to use).
-_RENAMED = {
-    "CORE_NAME": (lambda: "scoring.py", "CORE_NAMES"),
-    "CORE_SOURCE": (lambda: CORE_SOURCES[CORE_NAMES.index("scoring.py")], "CORE_SOURCES"),
-}
-
-
-def __getattr__(name: str):
-    """``CORE_NAME`` / ``CORE_SOURCE`` (one core file before ``sums.py`` split off) with a DeprecationWarning."""
-    if name in _RENAMED:
-        value, new = _RENAMED[name]
-        warnings.warn(
-            f"hf_lmobj.metrics.{name} is deprecated: the Space core is two files, use {new}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return value()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

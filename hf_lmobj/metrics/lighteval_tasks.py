@@ -14,8 +14,9 @@ with the NLL (nats) of each whole document summed over lm-evaluation-harness's d
   scores each document with ``score_texts``. Why a backend of its own: LightEval 0.13.0's transformers
   backend cannot score perplexity tasks (it fails on their ``Doc(choices=None)``).
 
-The data: a folder holding ``<split>.jsonl`` (``split`` in :data:`SPLITS`), one JSON object per line with a
-non-empty ``"text"``: a document, scored whole (never truncated). :func:`write_text_dataset` writes one.
+The data: a folder holding ``<split>.jsonl`` (``split`` in :data:`~hf_lmobj.metrics.lighteval_data.SPLITS`), one JSON
+object per line with a non-empty ``"text"``: a document, scored whole (never truncated).
+:func:`~hf_lmobj.metrics.lighteval_data.write_text_dataset` writes one.
 LightEval reads it with ``datasets.load_dataset(<folder>)``, nothing is downloaded::
 
     export HF_LMOBJ_LIGHTEVAL_DATA=/path/to/folder       # HF_LMOBJ_LIGHTEVAL_SPLIT=test by default
@@ -49,7 +50,6 @@ from typing import Any, NamedTuple
 
 from hf_lmobj.metrics.lighteval_data import (
     FIGURES,
-    SPLITS,
     TextSums,
     check_choice,
     check_name,
@@ -57,7 +57,6 @@ from hf_lmobj.metrics.lighteval_data import (
     corpus_figure,
     document_text,
     text_sums,
-    write_text_dataset,
 )
 from hf_lmobj.metrics.scoring import (
     default_max_length,
@@ -68,23 +67,16 @@ from hf_lmobj.validation import check_length
 
 __all__ = [
     "DATA_ENV",
-    "FIGURES",
-    "SPLITS",
     "SPLIT_ENV",
     "TASKS_TABLE",
     "TASK_NAME",
     "ModelSpec",
-    "TextSums",
     "build_tasks_table",
-    "check_text_dataset",
-    "corpus_figure",
     "doc_fields",
     "lighteval_available",
     "parse_model_spec",
     "scored_text",
     "tasks_table_from_env",
-    "text_sums",
-    "write_text_dataset",
 ]
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Contract. :func:`score_texts` returns one :class:`TextScore` per text (summed NLL in nats, scored
 tokens, UTF-8 bytes, lm-eval words); :mod:`.sums` turns such sums into corpus figures and feeds the
-``evaluate`` metrics (its names are re-exported here; :class:`SumsMetric` and
+``evaluate`` metrics (import its names from there; :class:`SumsMetric` and
 :func:`sums_from_compute_args` here score texts with :func:`score_texts`). This file imports only the standard library,
 ``torch``, ``transformers``, ``tqdm`` (a dependency of ``transformers``) and its sibling ``.sums``, never
 the rest of ``hf_lmobj``: :func:`hf_lmobj.metrics.export_space` writes both files into each Space folder,
@@ -39,9 +39,7 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from .sums import *  # noqa: F403  every name of .sums (its home), re-exported so that imports from here keep working
 from .sums import SumsMetric as _SumsOnlyMetric
-from .sums import __all__ as _SUMS_NAMES
 from .sums import check_flag, check_length, check_window_lengths, count_words
 from .sums import sums_from_compute_args as _sums_from_compute_args
 
@@ -57,7 +55,8 @@ __all__ = [
     "encode_texts",
     "score_texts",
     "window_nll",
-    *_SUMS_NAMES,  # SumsMetric and sums_from_compute_args are this module's own: they score texts
+    "SumsMetric",
+    "sums_from_compute_args",
 ]
 
 #: The window layouts of :func:`score_texts`: strided sliding windows, or lm-eval's disjoint rolling ones.

@@ -21,12 +21,8 @@ Example:
 """
 
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel
-from hf_lmobj.models.electra import (
-    ElectraPretrainingConfig,
-    ElectraPretrainingModel,
-    ElectraPretrainingOutput,
-    electra_loss,
-)
+from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
+from hf_lmobj.models.electra_loss import ElectraPretrainingOutput, electra_loss
 from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import multi_token_targets
 

@@ -13,7 +13,7 @@ One step on a ``DataCollatorForMaskedLM`` batch (``input_ids`` corrupted at the 
    and predicts, for every real token, whether it was replaced. Its label is ``replaced_input !=
    original``: a sample equal to the original token (a generator hit) counts as original.
 
-Loss (:func:`electra_loss`): ``MLM + rtd_weight * RTD`` (``rtd_weight`` 50 as in the paper), MLM a
+Loss (:func:`~hf_lmobj.models.electra_loss.electra_loss`): ``MLM + rtd_weight * RTD`` (``rtd_weight`` 50 as in the paper), MLM a
 token sum over the selected positions and RTD a token sum of binary cross-entropies over the real
 tokens, each divided by its own global count (``AuxiliaryObjectiveTrainer`` sums the counts over
 accumulation steps and processes).
@@ -77,7 +77,6 @@ from hf_lmobj.models.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.models.electra_loss import (
     ElectraPretrainingOutput,
     count_electra_targets,
-    electra_loss,
     rtd_positions,
     sample_replacements,
     selected_positions,
@@ -91,11 +90,6 @@ __all__ = [
     "SHARED_FIELDS",
     "check_not_tensor_parallel",
     "generator_config",
-    "rtd_positions",
-    "count_electra_targets",
-    "sample_replacements",
-    "ElectraPretrainingOutput",
-    "electra_loss",
     "ElectraPretrainingModel",
 ]
 

@@ -1,7 +1,7 @@
 """What ELECTRA scores: the replaced-token positions, the generator's seeded samples, and the two losses.
 
-The model itself (generator, discriminator, shared embeddings) is :mod:`hf_lmobj.models.electra`, which
-re-exports these names; this module is the arithmetic on one forward's outputs.
+The model itself (generator, discriminator, shared embeddings) is :mod:`hf_lmobj.models.electra`; this module is
+the arithmetic on one forward's outputs.
 
 Example:
     >>> int(count_electra_targets({"input_ids": torch.zeros(1, 3), "labels": torch.tensor([[5, -100, -100]])})[0])
@@ -21,7 +21,7 @@ from transformers.utils import ModelOutput
 from hf_lmobj.collators.seeding import example_generator
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.losses.functional import token_losses
-from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions
+from hf_lmobj.losses.head_chunks import HeadLossOptions
 from hf_lmobj.validation import check_number
 
 __all__ = [

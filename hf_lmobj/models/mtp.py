@@ -63,7 +63,7 @@ from transformers.models.auto.modeling_auto import (
 
 from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel, split_state_dict
-from hf_lmobj.models.mtp_blocks import CausalBlock, MTPModule, _initialize
+from hf_lmobj.models.mtp_blocks import MTPModule, _initialize
 from hf_lmobj.models.mtp_targets import (
     count_multi_token_targets,
     document_positions,
@@ -78,8 +78,6 @@ __all__ = [
     "MTP_WEIGHTS_NAME",
     "MTPConfig",
     "check_causal_lm",
-    "CausalBlock",
-    "MTPModule",
     "MultiTokenPredictionModel",
 ]
 

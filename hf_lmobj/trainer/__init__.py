@@ -7,10 +7,8 @@ term), :mod:`.sharding` (FSDP2 / DTensor helpers), :mod:`.pipeline_training` and
 :mod:`.checkpoints` (training on a ``PretrainingStream``, resumable), :mod:`.state_files` (a
 checkpoint's state files read back, checked), :mod:`.teardown`; what runs any Trainer: :mod:`.resume`
 (which checkpoint, what the first start chose), :mod:`.time_budget` (``max_steps`` from minutes),
-:mod:`.cpu_threads` (threads that follow the free cores). The models
-(``MTPConfig``, ``MultiTokenPredictionModel``, ``ElectraPretrainingConfig``, ``ElectraPretrainingModel``)
-and the optimizer (``MuonAdamW``, ``MuonAdamWFactory``, ``muon_param_groups``, :mod:`hf_lmobj.optim`)
-are importable from here as well.
+:mod:`.cpu_threads` (threads that follow the free cores). The models it trains live in :mod:`hf_lmobj.models`
+(``MTPConfig``, ``ElectraPretrainingModel``, ...), the optimizer in :mod:`hf_lmobj.optim` (``MuonAdamW``, ...).
 
 Example:
     >>> from hf_lmobj.trainer import ObjectiveTrainer, make_compute_loss_func
@@ -18,8 +16,6 @@ Example:
     'Trainer'
 """
 
-from hf_lmobj.models import ElectraPretrainingConfig, ElectraPretrainingModel, MTPConfig, MultiTokenPredictionModel
-from hf_lmobj.optim import MuonAdamW, MuonAdamWFactory, muon_param_groups
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments, thread_control
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
@@ -30,13 +26,6 @@ __all__ = [
     "ObjectiveTrainer",
     "make_compute_loss_func",
     "AuxiliaryObjectiveTrainer",
-    "MTPConfig",
-    "MultiTokenPredictionModel",
-    "ElectraPretrainingConfig",
-    "ElectraPretrainingModel",
-    "MuonAdamW",
-    "MuonAdamWFactory",
-    "muon_param_groups",
     "RuntimeArguments",
     "AdaptiveThreadsCallback",
     "thread_control",

@@ -63,7 +63,8 @@ from hf_lmobj.files import atomic_output
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel
-from hf_lmobj.models.electra import ElectraPretrainingModel, electra_loss
+from hf_lmobj.models.electra import ElectraPretrainingModel
+from hf_lmobj.models.electra_loss import electra_loss
 from hf_lmobj.models.mtp import MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
 from hf_lmobj.objectives import objective_of_variant

@@ -52,9 +52,6 @@ from hf_lmobj.trainer.state_files import (
 )
 
 __all__ = [
-    "COMPLETE_NAME",
-    "DATA_STATE_NAME",
-    "TRAINER_STATE_NAME",
     "REQUIRED_FILES",
     "checkpoint_folders",
     "latest_complete_checkpoint",

@@ -54,7 +54,8 @@ from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss, summed_loss, token_nll
-from hf_lmobj.losses.linear_cross_entropy import HeadLossOptions, linear_cross_entropy, linear_token_losses
+from hf_lmobj.losses.head_chunks import HeadLossOptions
+from hf_lmobj.losses.linear_cross_entropy import linear_cross_entropy, linear_token_losses
 from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.objectives import ObjectiveSpec, get_objective, loss_family
 from hf_lmobj.trainer.objectives import (

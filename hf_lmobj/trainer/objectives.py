@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -35,7 +34,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from transformers.trainer_utils import unwrap_peft_model
 
 from hf_lmobj.losses.functional import next_token_targets
-from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, canonical_name, get_objective, objective_names
+from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective, objective_names
 from hf_lmobj.trainer.sharding import unwrap_sharded_class
 from hf_lmobj.validation import check_length
 
@@ -102,9 +101,9 @@ def _word_of(**attributes: bool) -> str:
 
 
 def check_objective(objective: Objective) -> str:
-    """Validate an ``objective=`` argument: a pre-training objective word (an old name warns); its word."""
+    """Validate an ``objective=`` argument: a pre-training objective word; its word."""
     words = objective_names(pretraining=True)
-    if isinstance(objective, str) and not OBJECTIVES.get(canonical_name(objective), OBJECTIVES["causal"]).pretraining:
+    if isinstance(objective, str) and not OBJECTIVES.get(objective, OBJECTIVES["causal"]).pretraining:
         raise ValueError(
             f"objective {objective!r} is not a pre-training objective; ObjectiveTrainer trains one of {list(words)}"
         )
@@ -205,12 +204,6 @@ def model_logit_softcap(model: nn.Module) -> float | None:
         True
     """
     return getattr(getattr(base_model_of(model), "config", None), "final_logit_softcapping", None)
-
-
-def model_softcap(model: nn.Module) -> float | None:
-    """Deprecated name of :func:`model_logit_softcap` (one spelling per knob); goes in the next release."""
-    warnings.warn("model_softcap is now model_logit_softcap", DeprecationWarning, stacklevel=2)
-    return model_logit_softcap(model)
 
 
 def _like_input(anchor: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,6 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
-from hf_lmobj.objectives import OBJECTIVES, canonical_name, loss_family
 from hf_lmobj.trainer.checkpoints import (
     check_checkpoint,
     check_fingerprint,
@@ -87,18 +86,6 @@ def data_fingerprint(stream: PretrainingStream, objective: str) -> dict[str, Any
     return {**stream.fingerprint(), "objective": objective}
 
 
-def comparable_fingerprint(saved: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's data fingerprint with its objective as a loss family, whatever release wrote the word.
-
-    >>> comparable_fingerprint({"objective": "seq2seq", "seed": 0})
-    {'objective': 'span', 'seed': 0}
-    """
-    saved = dict(saved)
-    if canonical_name(str(saved.get("objective"))) in OBJECTIVES:
-        saved["objective"] = loss_family(saved["objective"])
-    return saved
-
-
 def checked_resume(
     resume_from_checkpoint: str | bool | None, output_dir: str, fingerprint: dict[str, Any] | None, ignore: bool
 ) -> tuple[str | None, dict | None]:
@@ -118,7 +105,7 @@ def checked_resume(
     if fingerprint is None:
         return str(folder), None
     state = read_data_state(folder)
-    check_fingerprint(comparable_fingerprint(state["fingerprint"]), fingerprint, ignore)
+    check_fingerprint(state["fingerprint"], fingerprint, ignore)
     return str(folder), state
 
 

@@ -51,7 +51,6 @@ from hf_lmobj.trainer.checkpoints import (
     check_checkpoint,
     checkpoint_folders,
     latest_complete_checkpoint,
-    load_checkpoint_weights,
     trained_max_steps,
 )
 from hf_lmobj.trainer.state_files import COMPLETE_NAME, TRAINER_STATE_NAME
@@ -60,12 +59,10 @@ from hf_lmobj.validation import check_count, check_flag, check_number
 
 __all__ = [
     "RUN_DECISIONS_NAME",
-    "WEIGHT_FILES",
     "ResumeArguments",
     "ResumePlan",
     "plan_resume",
     "read_run_decisions",
-    "load_checkpoint_weights",
     "keep_first_start_steps",
     "begin_new_run",
     "step_budget",

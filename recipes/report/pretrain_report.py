@@ -30,17 +30,12 @@ from hf_lmobj.objectives import get_objective
 from ..runtime.after_training import write_metrics
 from ..runtime.phase_timer import PhaseTimer
 from .infilling import print_fim_comparison
-from .report_arguments import NGRAM_MAX_ORDER, ReportArguments, check_ngram_orders, check_report_fits, check_seed
+from .report_arguments import ReportArguments
 
 if TYPE_CHECKING:
     from ..runtime.pretrain_run import Run
 
 __all__ = [
-    "NGRAM_MAX_ORDER",
-    "ReportArguments",
-    "check_ngram_orders",
-    "check_seed",
-    "check_report_fits",
     "baseline_key",
     "score_validation_texts",
     "baseline_bits_per_byte",

@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hf_lmobj.models.stock import check_positions
-from hf_lmobj.validation import check_length, check_number
+from hf_lmobj.validation import check_length, check_number, check_seed
 
-from ..runtime.run_checks import SEED_LIMIT
-
-__all__ = ["NGRAM_MAX_ORDER", "ReportArguments", "check_ngram_orders", "check_seed", "check_report_fits"]
+__all__ = ["NGRAM_MAX_ORDER", "ReportArguments", "check_ngram_orders", "check_report_fits"]
 
 #: The highest Kneser-Ney order the report fits: each order adds a count table as large as the training tokens.
 NGRAM_MAX_ORDER = 16
@@ -27,12 +25,6 @@ class ReportArguments:
 
     #: The YAML config section of these fields (hf_lmobj.config): ``report: {...}``.
     SECTION: ClassVar[str] = "report"
-    #: Names of the first release (``eval_`` now means ``Trainer.evaluate`` only): they still work, with a warning.
-    RENAMED_FIELDS: ClassVar[dict[str, str]] = {
-        "eval_batch_size": "score_batch_size",
-        "eval_max_length": "score_max_length",
-        "eval_stride": "score_stride",
-    }
 
     score_batch_size: int = field(
         default=16, metadata={"help": "Windows per forward pass when scoring the validation text."}
@@ -107,14 +99,6 @@ def check_ngram_orders(orders: Any) -> list[int]:
     if len(set(checked)) != len(checked):
         raise ValueError(f"ngram_orders lists an order twice: {checked}; list each once")
     return checked
-
-
-def check_seed(value: Any, field: str) -> int:
-    """A seed: an int in ``[0, 2**32)`` (numpy's ``set_seed`` range, used by every seed of a run)."""
-    seed = check_length(value, field, 0, "a seed")
-    if seed >= SEED_LIMIT:
-        raise ValueError(f"{field} must be an int in [0, 2**32) (numpy's seed range), got {seed}")
-    return seed
 
 
 def check_report_fits(report_args: ReportArguments, max_length: int, limit: int | None, rotary: bool,

@@ -14,7 +14,7 @@ Example:
     >>> from hf_lmobj.models.pretraining import AuxiliaryArguments
     >>> from hf_lmobj.trainer.cpu_threads import RuntimeArguments
     >>> from hf_lmobj.data.prepare_fim import FimArguments
-    >>> from hf_lmobj.recipes.report.pretrain_report import ReportArguments
+    >>> from hf_lmobj.recipes.report.report_arguments import ReportArguments
     >>> train = TrainingArguments(output_dir="out/x", max_steps=2, report_to="none", use_cpu=True)
     >>> check_pretrain_arguments(DataArguments(max_length=128), ModelArguments(model_type="gpt2",
     ...     max_position_embeddings=32), AuxiliaryArguments(), FimArguments(), ReportArguments(),
@@ -46,7 +46,7 @@ from hf_lmobj.models.stock import (
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.trainer.cpu_threads import RuntimeArguments
 
-from ..report.pretrain_report import ReportArguments, check_report_fits
+from ..report.report_arguments import ReportArguments, check_report_fits
 from .run_checks import check_training_arguments
 
 __all__ = ["check_pretrain_arguments", "configured_positions", "check_built_model"]

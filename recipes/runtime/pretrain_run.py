@@ -16,7 +16,7 @@ from hf_lmobj.trainer.cpu_threads import AdaptiveThreadsCallback, RuntimeArgumen
 from hf_lmobj.trainer.resume import ResumeArguments, ResumePlan
 from hf_lmobj.trainer.time_budget import StepBudget
 
-from ..report.pretrain_report import ReportArguments
+from ..report.report_arguments import ReportArguments
 from .phase_timer import PhaseTimer
 
 __all__ = ["ARGUMENT_CLASSES", "PretrainArguments", "Run"]

@@ -23,7 +23,7 @@ from typing import Any
 
 from hf_lmobj.validation import SEED_LIMIT, check_length, check_number
 
-__all__ = ["SEED_LIMIT", "check_training_arguments", "check_output_dir"]
+__all__ = ["check_training_arguments", "check_output_dir"]
 
 
 def check_training_arguments(args: Any, needs_max_steps: str | None = None) -> None:

@@ -279,7 +279,7 @@ def _tiny_model(objective, tokenizer):
     return transformers.BartForConditionalGeneration(config)
 
 
-@pytest.mark.parametrize("objective", ["causal", "masked", "span", "bart", "sequence_classification"])
+@pytest.mark.parametrize("objective", ["causal", "masked", "span", "text_infilling", "sequence_classification"])
 def test_how_to_use_snippet_runs_on_a_saved_model(tmp_path, tokenizer, objective):
     model = _tiny_model(objective, tokenizer)
     model.save_pretrained(tmp_path)

@@ -114,15 +114,17 @@ def test_help_shows_the_recipe_config_and_own_fields_and_help_all_adds_trainer_f
         assert ("--help_all lists them" in shown) is not trainer_fields
 
 
-def test_the_first_release_folder_names_resolve_with_a_warning_naming_the_new_name():
-    for old, new in (("clm/demo", "causal/demo"), ("mlm/bert_tiny.yaml", "masked/bert_tiny.yaml")):
-        with pytest.warns(DeprecationWarning, match=f"--config {old} is now {new} "):
-            assert resolve_config(old) == resolve_config(new)
-    with pytest.warns(DeprecationWarning, match="is now causal/demo"):  # through a recipe's parser too
-        parsed = parse_args_with_config(PRETRAIN, ["--config", "clm/demo", "--use_cpu", "true"])
-    assert parsed[-1].output_dir == load_yaml_config("causal/demo", PRETRAIN)["output_dir"]
-    with pytest.raises(ValueError, match="nor a shipped config"):
-        resolve_config("clm/nonexistent")  # an old folder name is no shortcut to a missing config
+@pytest.mark.parametrize(
+    "name, then",
+    [
+        ("clm/demo", "did you mean causal/demo"),
+        ("mlm/bert_tiny.yaml", "did you mean masked/bert_tiny"),
+        ("clm/nonexistent", "shipped: causal/demo, "),
+    ],
+)
+def test_a_folder_name_of_no_shipped_config_is_refused_listing_the_shipped_ones(name, then):
+    with pytest.raises(ValueError, match=rf"^--config {name}: no such file, nor a shipped config; .*{then}"):
+        resolve_config(name)
 
 
 # ------------------------------------------------------------------------------------------ base: and sections
@@ -284,25 +286,16 @@ def test_values_from_a_base_are_type_checked_as_the_files_own(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "yaml_text, flags",
+    "yaml_text, flags, message",
     [
-        ("eval_stride: 3\n", []),  # flat, old name
-        ("report:\n  eval_stride: 3\n", []),  # in its section, old name
-        ("", ["--eval_stride", "3"]),  # on the command line
-        ("", ["--eval_stride=3"]),
+        ("eval_stride: 3\n", [], r"unknown keys \['eval_stride'\]; eval_stride: did you mean .*score_stride"),
+        ("report:\n  eval_stride: 3\n", [], r"'eval_stride' is not a field of the report section.*score_stride"),
+        ("", ["--eval_stride", "3"], r"unknown command-line arguments.*--eval_stride: did you mean .*--score_stride"),
+        ("", ["--eval_stride=3"], r"unknown command-line arguments \['--eval_stride=3'\].*--score_stride"),
     ],
 )
-def test_renamed_fields_still_work_with_a_warning(tmp_path, yaml_text, flags):
+def test_a_field_name_no_dataclass_has_is_refused_naming_the_closest(tmp_path, yaml_text, flags, message):
     path = tmp_path / "c.yaml"
     path.write_text(yaml_text + "output_dir: out\n")
-    with pytest.warns(DeprecationWarning, match=r"eval_stride is now -*score_stride"):
-        groups = parse_args_with_config(PRETRAIN, ["--config", str(path), "--use_cpu", "true", *flags])
-    (report,) = [g for g in groups if hasattr(g, "score_stride")]
-    assert report.score_stride == 3
-
-
-def test_a_renamed_field_given_by_both_names_is_refused(tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text("report:\n  eval_stride: 3\n  score_stride: 4\noutput_dir: out\n")
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="score_stride is given twice"):
-        parse_args_with_config(PRETRAIN, ["--config", str(path)])
+    with pytest.raises(ValueError, match=message):
+        parse_args_with_config(PRETRAIN, ["--config", str(path), "--use_cpu", "true", *flags])

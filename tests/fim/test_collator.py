@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.corpus import FIM_TOKENS, build_tokenizer
+from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.fim.collator import DataCollatorForFillInTheMiddle, fim_dataset
-from hf_lmobj.fim.format import FimTokens, fim_mode, fim_token_ids, undo_fim
+from hf_lmobj.fim.format import FIM_TOKENS, FimTokens, fim_mode, fim_token_ids, undo_fim
 from hf_lmobj.fim.transform import FimDraw, FimTransform
 from hf_lmobj.packing.dataset import pack_dataset
 from tests.testing_utils import assert_each_document_alone, packed_documents

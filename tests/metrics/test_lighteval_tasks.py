@@ -14,28 +14,26 @@ from types import SimpleNamespace
 import pytest
 
 import hf_lmobj.metrics.lighteval_tasks as lighteval_tasks
-from hf_lmobj.metrics.lighteval_tasks import (
-    DATA_ENV,
+from hf_lmobj.metrics.lighteval_data import (
     FIGURES,
-    TASK_NAME,
-    ModelSpec,
     TextSums,
-    build_tasks_table,
     check_text_dataset,
     corpus_figure,
+    text_sums,
+    write_text_dataset,
+)
+from hf_lmobj.metrics.lighteval_tasks import (
+    DATA_ENV,
+    TASK_NAME,
+    ModelSpec,
+    build_tasks_table,
     doc_fields,
     parse_model_spec,
     scored_text,
     tasks_table_from_env,
-    text_sums,
-    write_text_dataset,
 )
-from hf_lmobj.metrics.scoring import (
-    bits_per_byte_from_sums,
-    byte_perplexity_from_sums,
-    score_texts,
-    word_perplexity_from_sums,
-)
+from hf_lmobj.metrics.scoring import score_texts
+from hf_lmobj.metrics.sums import bits_per_byte_from_sums, byte_perplexity_from_sums, word_perplexity_from_sums
 
 TEXTS = ["def f(x):\n    return x\n", "café = 'é'\n"]
 

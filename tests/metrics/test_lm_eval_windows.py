@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from hf_lmobj.metrics import load
-from hf_lmobj.metrics.scoring import count_words, plan_windows, score_texts
+from hf_lmobj.metrics.scoring import plan_windows, score_texts
+from hf_lmobj.metrics.sums import count_words
 
 
 def get_rolling_token_windows(token_list, prefix_token, max_seq_len, context_len):

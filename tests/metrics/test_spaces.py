@@ -1,22 +1,18 @@
 """The exported Space folders run with evaluate, datasets, torch and transformers alone, from one source.
 
-The acceptance test builds a virtual environment whose only site directory is a view of this
-environment restricted to the dependency closure of evaluate, datasets, torch and transformers
-(symlinks, no download; the mechanism of tests/test_packaging.py with an allow-list instead of a
-deny-list), exports each Space folder and compares ``evaluate.load(<folder>).compute(...)`` there,
-from sums and from a tiny model saved to disk, with the package's values.
+Here: the Space files themselves (their cores are the package's files, their imports, their requirements). The
+acceptance test, which builds a virtual environment restricted to the dependency closure of evaluate, datasets,
+torch and transformers and runs the exported Spaces there against the package's values, is
+tests/integration/test_spaces.py.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import math
-import os
 import re
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -24,110 +20,9 @@ import torch
 
 import hf_lmobj.metrics
 from hf_lmobj.losses.functional import token_nll
-from hf_lmobj.metrics import CORE_NAMES, CORE_SOURCES, METRIC_NAMES, export_space, load, metric_path, space_core_text
+from hf_lmobj.metrics import CORE_NAMES, CORE_SOURCES, METRIC_NAMES, export_space, metric_path, space_core_text
 from hf_lmobj.metrics.scoring import window_nll
-from tests.testing_utils import see_site_view
-
-SPACE_DEPENDENCIES = ("evaluate", "datasets", "torch", "transformers")
-
-
-def _closure(roots: tuple[str, ...]) -> set[str]:
-    """Installed distributions reachable from ``roots`` through their unconditional requirements."""
-    from packaging.requirements import Requirement
-
-    seen, todo = set(), list(roots)
-    while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
-        if name in seen:
-            continue
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue  # an optional platform package (e.g. triton on CPU)
-        seen.add(name)
-        for line in dist.requires or ():
-            requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(requirement.name)
-    return seen
-
-
-def _space_venv(root: Path) -> Path:
-    """A venv that sees only the closure of :data:`SPACE_DEPENDENCIES` (hf_lmobj not among it)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    view = root / "site_view"
-    view.mkdir()
-    for name in sorted(_closure(SPACE_DEPENDENCIES)):
-        dist = metadata.distribution(name)
-        base = Path(dist.locate_file(""))
-        tops = {Path(str(f)).parts[0] for f in dist.files or () if not str(f).startswith("..")}
-        for top in tops:
-            source = base / top
-            if top.endswith(".pth") or top == "__pycache__" or not source.exists() or (view / top).exists():
-                continue
-            (view / top).symlink_to(source)
-    return see_site_view(root, view)
-
-
-SPACE_RUN = r"""
-import json, sys
-import evaluate
-
-try:
-    import hf_lmobj
-except ImportError:
-    pass
-else:
-    raise SystemExit("hf_lmobj is importable: the venv is not Space-only")
-spaces, model, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-out = {}
-for name, count in (("perplexity", "num_tokens"), ("bits_per_byte", "num_bytes")):
-    metric = evaluate.load(f"{spaces}/{name}")
-    out[name] = {
-        "sums": metric.compute(nll=[2.0, 4.5], **{count: [3, 7]}),
-        "strided": metric.compute(predictions=texts, model_id=model, max_length=16, stride=8, progress=False),
-        "lm_eval": metric.compute(predictions=texts, model_id=model, max_length=16, windows="lm_eval", progress=False),
-    }
-print("RESULT" + json.dumps(out))
-"""
-
-
-def _clean_env() -> dict[str, str]:
-    """No PYTHONPATH (it could put this clone on the path), no Hub access."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def test_exported_spaces_run_without_hf_lmobj_and_equal_the_package(tmp_path, tiny_gpt2, tokenizer, corpus):
-    model = tmp_path / "tiny_gpt2"
-    tiny_gpt2.save_pretrained(model)
-    tokenizer.save_pretrained(model)
-    texts = [corpus["validation"]["text"][0][:300], "x = 1  # é\n"]
-    spaces = tmp_path / "spaces"
-    for name in METRIC_NAMES:
-        export_space(name, spaces)
-    python = _space_venv(tmp_path / "venv")
-    done = subprocess.run(
-        [str(python), "-c", SPACE_RUN, str(spaces), str(model), json.dumps(texts)],
-        cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    there = json.loads(done.stdout.split("RESULT", 1)[1])
-    for name, count in (("perplexity", "num_tokens"), ("bits_per_byte", "num_bytes")):
-        metric = load(name)
-        here = {
-            "sums": metric.compute(nll=[2.0, 4.5], **{count: [3, 7]}),
-            "strided": metric.compute(predictions=texts, model_id=str(model), max_length=16, stride=8, progress=False),
-            "lm_eval": metric.compute(
-                predictions=texts, model_id=str(model), max_length=16, windows="lm_eval", progress=False
-            ),
-        }
-        for way, result in here.items():
-            assert sorted(there[name][way]) == sorted(result), (name, way)
-            for key, value in result.items():
-                assert there[name][way][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, way, key)
-    assert "word_perplexity" in there["perplexity"]["lm_eval"] and "byte_perplexity" in there["bits_per_byte"]["sums"]
-
+from tests.testing_utils import SPACE_DEPENDENCIES, clean_env
 
 CORE_MODULES = tuple(core.removesuffix(".py") for core in CORE_NAMES)
 
@@ -135,14 +30,6 @@ CORE_MODULES = tuple(core.removesuffix(".py") for core in CORE_NAMES)
 def test_the_cores_are_the_package_files():
     assert [source.name for source in CORE_SOURCES] == list(CORE_NAMES)
     assert all(source.parent == Path(hf_lmobj.metrics.__file__).parent for source in CORE_SOURCES)
-
-
-def test_the_single_core_names_of_the_first_release_warn():
-    with pytest.warns(DeprecationWarning, match="CORE_NAMES"):
-        assert hf_lmobj.metrics.CORE_NAME == "scoring.py"
-    with pytest.warns(DeprecationWarning, match="CORE_SOURCES"):
-        assert hf_lmobj.metrics.CORE_SOURCE == Path(hf_lmobj.metrics.__file__).parent / "scoring.py"
-    assert space_core_text() == space_core_text("scoring.py")
 
 
 @pytest.mark.parametrize("core", CORE_NAMES)
@@ -209,7 +96,7 @@ import torch
 print(round(sums.perplexity_from_sums(torch.tensor([2.0, 4.5]), [torch.tensor(3), 7]), 6))
 """
     sums_py = CORE_SOURCES[CORE_NAMES.index("sums.py")]
-    done = subprocess.run([sys.executable, "-c", run, str(sums_py)], env=_clean_env(), capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", run, str(sums_py)], env=clean_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == [str(round(math.exp(6.5 / 10), 6))] * 2
 

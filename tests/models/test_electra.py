@@ -11,13 +11,8 @@ from distributed_step import sgd_args
 from transformers import AutoModelForSequenceClassification, ElectraForPreTraining
 
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
-from hf_lmobj.models.electra import (
-    ElectraPretrainingConfig,
-    ElectraPretrainingModel,
-    electra_loss,
-    generator_config,
-    sample_replacements,
-)
+from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel, generator_config
+from hf_lmobj.models.electra_loss import electra_loss, sample_replacements
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from tests.testing_utils import assert_bf16_autocast_loss_is_close, flat_parameters, stack_rows
 

@@ -17,14 +17,8 @@ import torch
 from auxiliary_step import build_aux_model, build_rows
 from transformers import BertConfig, ElectraConfig
 
-from hf_lmobj.models.electra import (
-    ElectraPretrainingConfig,
-    ElectraPretrainingModel,
-    ElectraPretrainingOutput,
-    electra_loss,
-    generator_config,
-    sample_replacements,
-)
+from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel, generator_config
+from hf_lmobj.models.electra_loss import ElectraPretrainingOutput, electra_loss, sample_replacements
 from tests.testing_utils import TINY_ENCODER, VOCAB, build_model, stack_rows
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datasets
 import pytest
 
+from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.corpus_functions import extract_functions
 from hf_lmobj.data.labelled_sets import (
-    IGNORE_INDEX,
     build_instruction_dataset,
     build_package_classification_dataset,
     tokenize_classification,

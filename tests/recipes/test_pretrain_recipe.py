@@ -25,6 +25,7 @@ from hf_lmobj.models.pretraining import AuxiliaryArguments
 from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.optim.arguments import OptimizerArguments
+from hf_lmobj.recipes.report.report_arguments import ReportArguments
 from hf_lmobj.trainer.cpu_threads import RuntimeArguments
 from tests.testing_utils import CONFIGS, QUICK, load_recipe
 
@@ -38,14 +39,13 @@ PRETRAIN_CONFIGS = sorted(FLAT)
 
 @pytest.mark.parametrize("config", PRETRAIN_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_config_parses_and_names_its_objective(config):
-    recipe = load_recipe()
     data, model, aux, fim, report, runtime, optimizer, train = parse_args_with_config(
         (
             DataArguments,
             ModelArguments,
             AuxiliaryArguments,
             FimArguments,
-            recipe.ReportArguments,
+            ReportArguments,
             RuntimeArguments,
             OptimizerArguments,
             TrainingArguments,

@@ -155,7 +155,7 @@ PRETRAIN_CASES = [
     ("causal/demo.yaml", ["--sample_max_new_tokens", "0"], ValueError, r"sample_max_new_tokens must be an int >= 1"),
     ("causal/demo.yaml", ["--model_type", "gpt2", "--sample_max_new_tokens", "200"], ValueError,
      r"the sample \(1 prompt tokens \+ sample_max_new_tokens 200\) needs 201 positions"),
-    ("causal/demo.yaml", ["--sample_seed", "-1"], ValueError, r"sample_seed must be an int >= 0"),
+    ("causal/demo.yaml", ["--sample_seed", "-1"], ValueError, r"sample_seed must be an int in \[0, 2\*\*32\), got -1"),
     ("causal/demo.yaml", ["--sample_seed", "4294967296"], ValueError, r"sample_seed must be an int in \[0, 2\*\*32\)"),
     # runtime: threads and the time budget
     ("causal/demo.yaml", ["--max_train_minutes", "0"], ValueError, r"max_train_minutes must be positive"),
@@ -306,7 +306,7 @@ def _built(objective: str, tokenizer, aux=None, **sizes):
 )
 def test_check_built_model_reads_the_models_own_positions(tok, objective, aux, sizes, max_length, words):
     from hf_lmobj.data.prepare import DataArguments
-    from hf_lmobj.recipes.report.pretrain_report import ReportArguments
+    from hf_lmobj.recipes.report.report_arguments import ReportArguments
     from hf_lmobj.recipes.runtime.pretrain_checks import check_built_model
 
     model, model_args = _built(objective, tok, aux, **sizes)
@@ -317,7 +317,7 @@ def test_check_built_model_reads_the_models_own_positions(tok, objective, aux, s
 
 def test_check_built_model_counts_the_sample_prompt_and_needs_something_to_continue(tok):
     from hf_lmobj.data.prepare import DataArguments
-    from hf_lmobj.recipes.report.pretrain_report import ReportArguments
+    from hf_lmobj.recipes.report.report_arguments import ReportArguments
     from hf_lmobj.recipes.runtime.pretrain_checks import check_built_model
 
     model, model_args = _built("causal", tok, None, model_type="gpt2", max_position_embeddings=32)

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from hf_lmobj.trainer.checkpoints import write_complete_marker
-from hf_lmobj.trainer.resume import ResumeArguments, load_checkpoint_weights, plan_resume
+from hf_lmobj.trainer.checkpoints import load_checkpoint_weights, write_complete_marker
+from hf_lmobj.trainer.resume import ResumeArguments, plan_resume
 
 
 def _args(output_dir: Path, resume: str | bool | None) -> TrainingArguments:

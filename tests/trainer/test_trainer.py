@@ -123,8 +123,7 @@ def test_bad_arguments_are_named(tmp_path):
     model = build_model("masked")
     with pytest.raises(ValueError, match="objective must be one of"):
         ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), objective="bert")
-    with pytest.warns(DeprecationWarning, match="'mlm' is deprecated"):  # the first release's name: one more release
-        assert ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), objective="mlm").objective == "masked"
+    assert ObjectiveTrainer(model=model, args=sgd_args(str(tmp_path), 8, 1), objective="masked").objective == "masked"
     with pytest.raises(ValueError, match="compute_loss_func"):
         ObjectiveTrainer(
             model=model, args=sgd_args(str(tmp_path), 8, 1), compute_loss_func=make_compute_loss_func("masked")
