@@ -1,6 +1,6 @@
 # hf_lmobj: the README's commands. Each target sets up everything it needs in .venv.
 #   make demo   train a tiny causal LM on the embedded corpus and report perplexity / bits per byte
-#   make test   run the test suite (slow integration tests included)
+#   make test   run the test suite (slow and tests/integration/ included) and print its 25 slowest tests
 #   make lint   ruff check + ruff format --check (config in pyproject.toml)
 #   make bench  run every benchmark in benchmarks/ side by side with the stock libraries
 PYTHON ?= python3
@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/python recipes/pretrain.py --config recipes/configs/causal/demo.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

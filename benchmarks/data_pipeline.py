@@ -147,9 +147,9 @@ def make_texts(rng: np.random.Generator, count: int, mean_chars: int = 2400) -> 
     picks = rng.integers(0, len(words), int(doc_words.sum()))
     line_breaks = rng.random(picks.size) < 1 / 7  # a line every ~7 words
     indent = rng.integers(0, 3, picks.size)
-    pieces = words[picks].copy()
-    pieces[line_breaks] = [f"\n{'    ' * k}" for k in indent[line_breaks].tolist()]
-    flat = pieces.tolist()
+    tokens = words[picks].copy()  # words, some replaced by a line break and its indent
+    tokens[line_breaks] = [f"\n{'    ' * k}" for k in indent[line_breaks].tolist()]
+    flat = tokens.tolist()
     texts, start = [], 0
     for n in doc_words.tolist():
         texts.append("".join(flat[start : start + n]))

@@ -8,8 +8,6 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["IGNORE_INDEX", "round_up"]
-
 IGNORE_INDEX = -100  # a label that is not trained (PyTorch's cross_entropy default, Hugging Face's convention)
 
 

@@ -27,22 +27,6 @@ from transformers import PreTrainedTokenizerFast
 
 from hf_lmobj.fim.format import FIM_TOKENS
 
-__all__ = [
-    "NUM_SENTINELS",
-    "SENTINELS",
-    "UL2_MODE_TOKENS",
-    "SPECIAL_TOKENS",
-    "stdlib_root",
-    "is_validation_path",
-    "iter_stdlib_sources",
-    "load_stdlib_corpus",
-    "default_cache_dir",
-    "build_tokenizer",
-    "require_columns",
-    "tokenize_corpus",
-    "load_text_splits",
-]
-
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 NUM_SENTINELS = 100
 SENTINELS = tuple(f"<extra_id_{i}>" for i in range(NUM_SENTINELS))

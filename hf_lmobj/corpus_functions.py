@@ -21,8 +21,6 @@ from pathlib import Path
 
 from hf_lmobj.corpus import iter_stdlib_sources
 
-__all__ = ["FunctionSource", "extract_functions", "iter_functions"]
-
 
 @dataclass(frozen=True)
 class FunctionSource:

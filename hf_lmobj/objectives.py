@@ -3,7 +3,8 @@
 The words are ``causal``, ``masked``, ``span``, ``ul2``, ``text_infilling`` and ``prefix_lm`` (the
 pre-training objectives) plus ``sequence_classification`` (the fine-tuning card); fill-in-the-middle
 and multi-token prediction are variants of ``causal``, ELECTRA of ``masked``. A spec says what the
-loss scores, which collator shapes the batches, which architectures and Auto class fit, which card
+loss scores, which collator shapes the batches (a ``"module:Class"`` path that
+:meth:`ObjectiveSpec.collator_class` imports on first use), which architectures and Auto class fit, which card
 and Hub task describe the model, how the recipes prepare its data and what their report shows.
 Code reads these attributes; no module outside this one compares objective names.
 
@@ -17,19 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
-
-__all__ = [
-    "ObjectiveSpec",
-    "OBJECTIVES",
-    "get_objective",
-    "objective_names",
-    "loss_family",
-    "objective_of_variant",
-]
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,7 @@ class ObjectiveSpec:
     pipeline_tag: str | None  # a transformers pipeline that runs the model (None: transformers has none)
     template: str
     architectures: tuple[str, ...] = ()  # model types the recipes build from config; the first is the default
-    collator: str | None = None  # the public collator class that shapes its batches
+    collator: str | None = None  # "module:Class" of the public collator class that shapes its batches
     data: Literal["packed", "pieces"] | None = None
     accuracy_metric: str | None = None  # the report's target-token accuracy key (None: it scores text instead)
     pretraining: bool = True
@@ -64,6 +57,11 @@ class ObjectiveSpec:
             raise ValueError(f"objective {self.name!r}: next_token and encoder_decoder exclude each other")
         if self.data not in (None, "packed", "pieces"):
             raise ValueError(f"objective {self.name!r}: data must be 'packed', 'pieces' or None, got {self.data!r}")
+        if self.collator is not None and not _is_import_path(self.collator):
+            raise ValueError(
+                f"objective {self.name!r}: collator must be an import path 'package.module:Class' "
+                f"(e.g. 'hf_lmobj.collators.causal:DataCollatorForCausalLM'), got {self.collator!r}"
+            )
 
     @property
     def labels_in_place(self) -> bool:
@@ -75,6 +73,26 @@ class ObjectiveSpec:
         """Whether the report scores held-out text (perplexity, bits per byte): a left-to-right LM."""
         return self.next_token
 
+    def collator_class(self) -> type:
+        """The collator class of :attr:`collator`, imported from its module (on first use: the registry imports none).
+
+        Example:
+            >>> get_objective("span").collator_class().__name__
+            'DataCollatorForSpanCorruption'
+        """
+        if self.collator is None:
+            raise ValueError(f"objective {self.name!r} has no collator of its own (its spec's collator is None)")
+        module, name = self.collator.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+def _is_import_path(path: object) -> bool:
+    """``"package.module:Class"``: dotted identifiers, a colon, an identifier."""
+    if not isinstance(path, str) or path.count(":") != 1:
+        return False
+    module, name = path.split(":")
+    return name.isidentifier() and all(part.isidentifier() for part in module.split("."))
+
 
 _CAUSAL = "the model reads the true prefix under a causal mask and predicts each next token"
 _SEQ2SEQ = dict(encoder_decoder=True, next_token=False, auto_class="AutoModelForSeq2SeqLM",
@@ -85,33 +103,34 @@ _SPECS = (
         "causal", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.", next_token=True,
         encoder_decoder=False, auto_class="AutoModelForCausalLM", task="text-generation",
         pipeline_tag="text-generation", template="causal", architectures=("llama", "gpt2"),
-        collator="DataCollatorForCausalLM", data="packed", variants=("fim", "mtp"),
+        collator="hf_lmobj.collators.causal:DataCollatorForCausalLM", data="packed", variants=("fim", "mtp"),
     ),
     ObjectiveSpec(
         "masked", "Masked language modeling (MLM, BERT)",
         "Encoder-only; a fraction of the tokens is selected, most replaced by the mask token, some by a random "
         "token, some kept, and the model predicts the originals.", next_token=False, encoder_decoder=False,
         auto_class="AutoModelForMaskedLM", task="fill-mask", pipeline_tag="fill-mask", template="masked",
-        architectures=("bert", "roberta"), collator="DataCollatorForMaskedLM", data="pieces",
-        accuracy_metric="eval_masked_accuracy", variants=("electra",),
+        architectures=("bert", "roberta"), collator="hf_lmobj.collators.masked:DataCollatorForMaskedLM",
+        data="pieces", accuracy_metric="eval_masked_accuracy", variants=("electra",),
     ),
     ObjectiveSpec(
         "span", "Span corruption (T5)",
         "Encoder-decoder; noise spans of the input are each replaced by one sentinel and the decoder emits every "
         "sentinel followed by the span it replaced.", **_SEQ2SEQ, architectures=("t5",),
-        collator="DataCollatorForSpanCorruption", data="pieces", accuracy_metric="eval_span_accuracy",
+        collator="hf_lmobj.collators.span:DataCollatorForSpanCorruption", data="pieces",
+        accuracy_metric="eval_span_accuracy",
     ),
     ObjectiveSpec(
         "ul2", "Mixture of denoisers (UL2)",
         "Encoder-decoder; a mixture of regular span corruption [R], sequential prefix-LM [S] and extreme "
         "corruption [X], each example tagged with its mode token.", **_SEQ2SEQ, architectures=("t5",),
-        collator="DataCollatorForUL2", data="pieces", accuracy_metric="eval_span_accuracy",
+        collator="hf_lmobj.collators.ul2:DataCollatorForUL2", data="pieces", accuracy_metric="eval_span_accuracy",
     ),
     ObjectiveSpec(
         "text_infilling", "Denoising autoencoder (BART)",
         "Encoder-decoder; the input is corrupted (text infilling with the mask token, sentence permutation) and "
         "the decoder reconstructs the original text.", **_SEQ2SEQ, architectures=("bart",),
-        collator="DataCollatorForTextInfilling",
+        collator="hf_lmobj.collators.text_infilling:DataCollatorForTextInfilling",
     ),
     ObjectiveSpec(
         "prefix_lm", "Prefix language modeling (prefix-LM)",

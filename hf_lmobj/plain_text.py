@@ -26,11 +26,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import PreTrainedTokenizerBase
-
-__all__ = ["check_texts", "encode_plain", "encode_plain_with_offsets", "special_ids"]
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 Offsets = list[tuple[int, int]]
 

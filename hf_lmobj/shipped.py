@@ -16,8 +16,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-__all__ = ["SHIPPED_FOLDERS", "shipped_folder"]
-
 SHIPPED_FOLDERS = ("recipes", "model_cards")
 
 

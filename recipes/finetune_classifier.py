@@ -50,6 +50,7 @@ from transformers import (
 )
 
 from hf_lmobj.cards.writer import write_model_card
+from hf_lmobj.checks import check_flag, check_length, check_number
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.data.labelled_sets import (
     DEFAULT_PACKAGES,
@@ -59,23 +60,11 @@ from hf_lmobj.data.labelled_sets import (
 )
 from hf_lmobj.models.stock import ModelArguments
 from hf_lmobj.trainer.teardown import close_distributed
-from hf_lmobj.validation import check_flag, check_length, check_number
 
 from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
 from .runtime.run_checks import check_training_arguments
 
 TASKS = ("package", "replaced_tokens")
-
-__all__ = [
-    "TASKS",
-    "ClassifierArguments",
-    "accuracy",
-    "build_classifier",
-    "build_trainer",
-    "labelled_data",
-    "train_and_evaluate",
-    "main",
-]
 
 
 @dataclass

@@ -37,6 +37,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainingArguments, set_seed
 
 from hf_lmobj.cards.writer import write_model_card
+from hf_lmobj.checks import check_length, check_name, check_number
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.corpus import load_text_splits
@@ -45,12 +46,9 @@ from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
 from hf_lmobj.models.stock import ModelArguments, check_positions, position_limit
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
-from hf_lmobj.validation import check_length, check_name, check_number
 
 from .runtime.after_training import nothing_lost, save_trained_model, write_metrics
 from .runtime.run_checks import check_training_arguments
-
-__all__ = ["MODES", "LoraArguments", "instruction_data", "continue_data", "build_lora_model", "finetune", "main"]
 
 MODES = ("instruction", "continue")
 

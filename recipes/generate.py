@@ -21,8 +21,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
 
 from hf_lmobj.generation.sampling import SamplingLogitsProcessor, encode_prompts
 
-__all__ = ["GenerateArguments", "generate", "main"]
-
 
 @dataclass
 class GenerateArguments:

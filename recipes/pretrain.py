@@ -59,8 +59,6 @@ from .runtime.phase_timer import PhaseTimer
 from .runtime.pretrain_checks import check_built_model, check_pretrain_arguments
 from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
 
-__all__ = ["main"]
-
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     run = setup(parse_arguments(argv))

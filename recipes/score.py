@@ -32,15 +32,13 @@ from accelerate.utils import gather_object
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_lmobj.cards.writer import write_model_card
+from hf_lmobj.checks import check_flag, check_length, check_name, check_number
 from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.corpus import load_text_splits
 from hf_lmobj.metrics import load as load_metric
 from hf_lmobj.metrics.scoring import score_texts
-from hf_lmobj.validation import check_flag, check_length, check_name, check_number
 
 from .runtime.after_training import write_metrics
-
-__all__ = ["EvalArguments", "load_texts", "score_shard", "compute_metrics", "main"]
 
 
 @dataclass

@@ -1,8 +1,9 @@
-"""Shared fixtures: a small locally trained tokenizer and the embedded corpus (no downloads)."""
+"""Shared fixtures: a small locally trained tokenizer and the embedded corpus (no downloads); the integration tests' marker."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +11,16 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test of tests/integration/ (real launchers, venvs, runs of a script) is ``slow``: ``make test`` runs it,
+    ``make test-fast`` (``-m "not slow"``) leaves it out."""
+    for item in items:
+        if INTEGRATION in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

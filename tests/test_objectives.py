@@ -11,9 +11,9 @@ import transformers
 
 import hf_lmobj
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
+from hf_lmobj.losses.targets import objective_targets
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
-from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
-from hf_lmobj.trainer.objectives import check_objective, infer_objective, objective_targets
+from hf_lmobj.trainer.objective_trainer import check_objective, infer_objective, make_compute_loss_func
 from tests.testing_utils import OBJECTIVES as TESTED_OBJECTIVES
 from tests.testing_utils import build_model
 
@@ -28,8 +28,11 @@ def test_each_spec_names_real_parts(name):
     assert spec.name == name and spec is OBJECTIVES[name]
     assert hasattr(transformers, spec.auto_class), spec.auto_class
     assert (REPO / "model_cards" / f"{spec.template}.md").is_file()
-    if spec.collator is not None:
-        assert spec.collator in hf_lmobj.__all__, f"{spec.collator} is not a public name"
+    if spec.collator is not None:  # a "module:Class" path to the collator's home, which the top face also serves
+        module, name = spec.collator.split(":")
+        collator = spec.collator_class()
+        assert (collator.__module__, collator.__name__) == (module, name)
+        assert name in hf_lmobj.__all__ and getattr(hf_lmobj, name) is collator, f"{name} is not a public name"
     if spec.data is not None:
         assert spec.pretraining and spec.collator is not None and spec.architectures
 
@@ -48,6 +51,12 @@ def test_a_spec_refuses_contradictory_attributes():
         ObjectiveSpec("x", "t", "s", True, True, "AutoModel", "task", None, "causal")
     with pytest.raises(ValueError, match="data must be"):
         ObjectiveSpec("x", "t", "s", True, False, "AutoModel", "task", None, "causal", data="rows")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="collator must be an import path 'package.module:Class'"):
+        ObjectiveSpec(
+            "x", "t", "s", True, False, "AutoModel", "task", None, "causal", collator="DataCollatorForCausalLM"
+        )
+    with pytest.raises(ValueError, match="has no collator of its own"):
+        get_objective("prefix_lm").collator_class()
 
 
 @pytest.mark.parametrize("name", [n for n, s in OBJECTIVES.items() if s.pretraining])

@@ -1,12 +1,10 @@
 """hf_lmobj.shipped: recipes/ and model_cards/ found beside the package (the wheel's layout, then the clone's), an
-import hook's mapping last; anything else refused by name."""
+import hook's mapping last; anything else refused by name. (tests/integration/test_shipped.py runs each layout in a
+fresh interpreter.)"""
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,25 +17,6 @@ from tests.testing_utils import REPO
 @pytest.mark.parametrize("name", SHIPPED_FOLDERS)
 def test_a_clone_reads_its_own_top_level_folders(name):
     assert shipped_folder(name) == REPO / name
-
-
-def _copy_of_the_package(root: Path, layout: str) -> Path:
-    """hf_lmobj/shipped.py alone, with recipes/ beside it as the wheel (``wheel``) or the clone (``clone``) lays it."""
-    package = root / "hf_lmobj"
-    package.mkdir(parents=True)
-    shutil.copy(shipped.__file__, package / "shipped.py")
-    (package / "__init__.py").write_text("")
-    configs = (package if layout == "wheel" else root) / "recipes" / "configs"
-    configs.mkdir(parents=True)
-    return configs.parent
-
-
-@pytest.mark.parametrize("layout", ["wheel", "clone"])
-def test_each_layout_is_found_even_with_another_checkout_on_the_path(tmp_path, layout):
-    expected = _copy_of_the_package(tmp_path, layout)
-    code = "from hf_lmobj.shipped import shipped_folder; print(shipped_folder('recipes'))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert Path(done.stdout.strip()) == expected  # not this checkout's, which the editable install maps
 
 
 def test_an_import_mapping_is_the_last_resort(tmp_path, monkeypatch):

@@ -47,6 +47,21 @@ QUICK = [
 CONFIGS = sorted((ROOT / "recipes" / "configs").glob("*/*.yaml"))
 
 
+#: The ``[recipes]`` extra's distributions (and their top-level modules): the core never imports them on import.
+RECIPE_EXTRA = ("peft", "jinja2", "matplotlib", "mpl_toolkits", "pylab")
+
+
+#: What an exported Space needs (its requirements.txt), hf_lmobj not among it.
+SPACE_DEPENDENCIES = ("evaluate", "datasets", "torch", "transformers")
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment for a venv's python: no PYTHONPATH (it could put this clone ahead of what the venv
+    holds), no Hub access, no tokenizer threads."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def see_site_view(root: Path, view: Path) -> Path:
     """The python of the venv at ``root``, made to see the packages linked into ``view`` (a ``.pth`` file)."""
     python = root / "bin" / "python"

@@ -13,7 +13,14 @@ Example:
     (True, ['bz2 -9', 'xz -9e', 'zlib -9'])
 """
 
-from hf_lmobj.baselines.compression import COMPRESSORS, compression_bits_per_byte
-from hf_lmobj.baselines.ngram import KneserNeyLM, flatten_sequences, modified_kn_discounts
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.baselines.compression import COMPRESSORS, compression_bits_per_byte
+    from hf_lmobj.baselines.ngram import KneserNeyLM, flatten_sequences, modified_kn_discounts
 
 __all__ = ["COMPRESSORS", "compression_bits_per_byte", "KneserNeyLM", "flatten_sequences", "modified_kn_discounts"]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

@@ -17,8 +17,6 @@ import lzma
 import zlib
 from collections.abc import Callable, Sequence
 
-__all__ = ["COMPRESSORS", "compression_bits_per_byte"]
-
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "zlib -9": lambda data: zlib.compress(data, 9),
     "bz2 -9": lambda data: bz2.compress(data, 9),

@@ -34,8 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FALLBACK_DISCOUNTS", "flatten_sequences", "modified_kn_discounts", "KneserNeyLM"]
-
 #: Discounts used for an order whose count-of-counts (n1..n4) cannot give the Chen-Goodman estimate.
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 

@@ -12,8 +12,25 @@ Example:
     (['eval_perplexity'], ['train_runtime'])
 """
 
-from hf_lmobj.cards.data import build_card_data, check_results, eval_results_entries, left_out_results, split_metrics
-from hf_lmobj.cards.writer import LEFT_OUT_LINE, LOSS_CURVE_NAME, plot_loss_curve, write_eval_results, write_model_card
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.cards.data import (
+        build_card_data,
+        check_results,
+        eval_results_entries,
+        left_out_results,
+        split_metrics,
+    )
+    from hf_lmobj.cards.writer import (
+        LEFT_OUT_LINE,
+        LOSS_CURVE_NAME,
+        plot_loss_curve,
+        write_eval_results,
+        write_model_card,
+    )
 
 __all__ = [
     "write_model_card",
@@ -27,3 +44,5 @@ __all__ = [
     "build_card_data",
     "eval_results_entries",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

@@ -31,24 +31,6 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from hf_lmobj.objectives import ObjectiveSpec
 
-__all__ = [
-    "FRAMEWORKS",
-    "split_metrics",
-    "left_out_results",
-    "check_results",
-    "framework_versions",
-    "format_value",
-    "hub_base_model",
-    "build_card_data",
-    "merge_foreign_card_data",
-    "EVAL_RESULTS_METRICS",
-    "EMBEDDED_CORPUS_NAMESPACE",
-    "EVAL_RESULTS_SOURCE_URL",
-    "hub_dataset_id",
-    "eval_results_entries",
-]
-
-
 FRAMEWORKS = ("hf_lmobj", "torch", "transformers", "accelerate", "datasets", "peft", "huggingface_hub")
 
 

@@ -47,15 +47,6 @@ from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.shipped import shipped_folder
 
-__all__ = [
-    "EVAL_RESULTS_DIR",
-    "LEFT_OUT_LINE",
-    "LOSS_CURVE_NAME",
-    "plot_loss_curve",
-    "write_eval_results",
-    "write_model_card",
-]
-
 LOSS_CURVE_NAME = "loss_curve.png"
 EVAL_RESULTS_DIR = ".eval_results"
 #: The "Additional information" line of a card that lists the results left out of its model-index.

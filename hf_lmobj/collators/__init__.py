@@ -15,13 +15,18 @@ Example:
     ('DataCollatorForCausalLM', 'DataCollatorForMaskedLM')
 """
 
-from hf_lmobj.collators._noise import compute_input_and_target_lengths
-from hf_lmobj.collators.causal import DataCollatorForCausalLM
-from hf_lmobj.collators.masked import DataCollatorForMaskedLM
-from hf_lmobj.collators.seeding import CollatorEpochCallback
-from hf_lmobj.collators.span import DataCollatorForSpanCorruption
-from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
-from hf_lmobj.collators.ul2 import DataCollatorForUL2, Denoiser
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.collators._noise import compute_input_and_target_lengths
+    from hf_lmobj.collators.causal import DataCollatorForCausalLM
+    from hf_lmobj.collators.epoch_callback import CollatorEpochCallback
+    from hf_lmobj.collators.masked import DataCollatorForMaskedLM
+    from hf_lmobj.collators.span import DataCollatorForSpanCorruption
+    from hf_lmobj.collators.text_infilling import DataCollatorForTextInfilling
+    from hf_lmobj.collators.ul2 import DataCollatorForUL2, Denoiser
 
 __all__ = [
     "DataCollatorForCausalLM",
@@ -33,3 +38,5 @@ __all__ = [
     "CollatorEpochCallback",
     "compute_input_and_target_lengths",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

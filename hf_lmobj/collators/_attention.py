@@ -45,24 +45,6 @@ from hf_lmobj.packing.masks import (
     flash_attention_kwargs,
 )
 
-__all__ = [
-    "PACKED_ATTENTION",
-    "FLASH_IMPLEMENTATIONS",
-    "MASK_IMPLEMENTATIONS",
-    "ATTENTION_LAYER_TYPES",
-    "RECURRENT_LAYER_TYPES",
-    "DENSE_MASK_MAX_LENGTH",
-    "MASK_BUILDERS",
-    "is_flash_attention",
-    "check_attn_implementation",
-    "attention_from_model",
-    "choose_packed_attention",
-    "require_position_ids",
-    "model_packing_support",
-    "packed_attention_inputs",
-    "check_dense_mask",
-]
-
 PACKED_ATTENTION = ("auto", "position_ids", "cu_seq_lens", "4d_mask")
 FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
 MASK_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")

@@ -14,7 +14,7 @@ or one pre-packed row of several documents whose boundaries come with it, in any
 * ``position_ids`` restarting at 0 per document.
 
 A row that carries two of them must give the same documents. Every column is read and checked
-element by element with :func:`hf_lmobj.validation.id_column` (one C-level pass for plain Python
+element by element with :func:`hf_lmobj.checks.id_column` (one C-level pass for plain Python
 lists); its errors name the feature and the field.
 
 Example:
@@ -35,17 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from hf_lmobj.checks import check_column_range, id_column, id_sequence
 from hf_lmobj.collators.features import check_feature_mapping, numbered_features
 from hf_lmobj.constants import IGNORE_INDEX
-from hf_lmobj.validation import check_column_range, id_column, id_sequence
-
-__all__ = [
-    "BOUNDARY_KEYS",
-    "MASK_FIRST_NUMBERS",
-    "FlatFeatures",
-    "read_features",
-    "document_lengths_from_position_ids",
-]
 
 BOUNDARY_KEYS = ("position_ids", "seq_lengths")  # explicit boundaries; a numbered attention_mask is the third form
 MASK_FIRST_NUMBERS = (1, 2)  # a numbered attention_mask starts at 1 (axolotl) or 2 (pack_dataset)

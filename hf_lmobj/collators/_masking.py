@@ -36,18 +36,6 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = [
-    "WORD_RULES",
-    "VocabularyTables",
-    "detect_word_rule",
-    "vocabulary_tables",
-    "counter_uniforms",
-    "word_starts_from_tokens",
-    "word_starts_from_word_ids",
-    "select_positions",
-    "corrupt",
-]
-
 WORD_RULES = ("wordpiece", "byte_level", "metaspace")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64 increment and finalizer constants
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -26,20 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from hf_lmobj.validation import check_length, check_number
-
-__all__ = [
-    "check_noise_args",
-    "noise_span_counts",
-    "corrupted_lengths",
-    "compute_input_and_target_lengths",
-    "collator_lengths",
-    "random_segmentation",
-    "random_spans_noise_mask",
-    "span_starts",
-    "span_corrupt",
-    "largest_fitting_length",
-]
+from hf_lmobj.checks import check_length, check_number
 
 
 def check_noise_args(noise_density: float, mean_noise_span_length: float) -> tuple[float, float]:

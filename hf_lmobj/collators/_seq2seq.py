@@ -14,18 +14,9 @@ from typing import Any
 
 import torch
 
+from hf_lmobj.checks import check_token_id
 from hf_lmobj.collators.features import token_ids
 from hf_lmobj.constants import IGNORE_INDEX, round_up
-from hf_lmobj.validation import check_token_id
-
-__all__ = [
-    "required_token_id",
-    "resolve_decoder_start",
-    "feature_tokens",
-    "pad_rows",
-    "shift_right",
-    "encoder_decoder_batch",
-]
 
 
 def required_token_id(tokenizer: Any, name: str) -> int:

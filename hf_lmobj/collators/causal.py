@@ -72,6 +72,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.checks import check_flag, check_has_targets, check_length, check_return_tensors
 from hf_lmobj.collators._attention import (
     PACKED_ATTENTION,
     attention_from_model,
@@ -92,9 +93,6 @@ from hf_lmobj.packing.rows import (
     pack_layout,
     stack_layouts,
 )
-from hf_lmobj.validation import check_flag, check_has_targets, check_length, check_return_tensors
-
-__all__ = ["NO_TARGET_FIX", "UNCHECKED_POSITION_IDS", "DataCollatorForCausalLM"]
 
 NO_TARGET_FIX = (
     "every document is a single token or every label is -100; drop features without a trained token "

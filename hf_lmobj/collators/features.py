@@ -3,7 +3,7 @@
 A collator gets features from users' datasets: lists or tensors, sometimes floats, sometimes ids
 of another tokenizer. :func:`token_ids` turns one feature's ``input_ids`` into a 1D int64 array
 or rejects it with an error naming the feature, the field and the fix, before anything reaches
-torch. The checks themselves are :mod:`hf_lmobj.validation`'s, shared with every entry point.
+torch. The checks themselves are :mod:`hf_lmobj.checks`'s, shared with every entry point.
 
 Example:
     >>> token_ids({"input_ids": [5, 6, 7]}, index=0, vocab_size=10).tolist()
@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.validation import check_id_range, id_sequence
-
-__all__ = ["check_feature_mapping", "token_ids", "numbered_features", "refuse_numpy_call"]
+from hf_lmobj.checks import check_id_range, id_sequence
 
 
 def check_feature_mapping(feature: Any, index: int) -> Mapping[str, Any]:

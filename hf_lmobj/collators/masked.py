@@ -71,6 +71,16 @@ from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
+from hf_lmobj.checks import (
+    check_column_range,
+    check_count,
+    check_flag,
+    check_length,
+    check_number,
+    check_return_tensors,
+    id_column,
+    id_sequence,
+)
 from hf_lmobj.collators import _masking as masking
 from hf_lmobj.collators._attention import (
     attention_from_model,
@@ -82,18 +92,6 @@ from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.packing.masks import block_attention_mask, flash_attention_kwargs
 from hf_lmobj.packing.rows import Layout, chunk_documents, pack_layout
-from hf_lmobj.validation import (
-    check_column_range,
-    check_count,
-    check_flag,
-    check_length,
-    check_number,
-    check_return_tensors,
-    id_column,
-    id_sequence,
-)
-
-__all__ = ["MASK_ATTENTION", "ENCODER_PACKED_ATTENTION", "PER_TOKEN_KEYS", "ACCEPTED_KEYS", "DataCollatorForMaskedLM"]
 
 MASK_ATTENTION = ("eager", "sdpa")
 ENCODER_PACKED_ATTENTION = ("auto", "4d_mask", "cu_seq_lens")

@@ -30,27 +30,15 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import TrainerCallback
 
+from hf_lmobj.checks import check_count, id_sequence
 from hf_lmobj.collators.features import check_feature_mapping
-from hf_lmobj.validation import check_count, id_sequence
-
-__all__ = [
-    "INDEX_KEYS",
-    "example_key",
-    "example_seed",
-    "example_seeds",
-    "example_generator",
-    "resolve_seed",
-    "CollatorEpochCallback",
-]
 
 INDEX_KEYS = ("idx", "index")
 
@@ -132,30 +120,3 @@ def resolve_seed(seed: int | None) -> int:
         return check_count(seed, "seed")
     except (TypeError, ValueError) as error:
         raise type(error)(f"seed must be a non-negative int or None ({error})") from None
-
-
-class CollatorEpochCallback(TrainerCallback):
-    """Advance ``set_epoch`` of one or more collators at the start of every Trainer epoch.
-
-    The epoch is ``floor(state.epoch)``, so a run resumed mid-epoch gets the epoch it stopped in.
-
-    Example:
-        >>> from types import SimpleNamespace
-        >>> class Counter:
-        ...     def set_epoch(self, n): self.n = n
-        >>> c = Counter()
-        >>> _ = CollatorEpochCallback(c).on_epoch_begin(None, SimpleNamespace(epoch=2.5), None)
-        >>> c.n
-        2
-    """
-
-    def __init__(self, *collators: Any) -> None:
-        if not collators or not all(hasattr(c, "set_epoch") for c in collators):
-            raise TypeError("CollatorEpochCallback needs one or more collators with set_epoch()")
-        self.collators = collators
-
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        epoch = math.floor((state.epoch or 0) + 1e-6)
-        for collator in self.collators:
-            collator.set_epoch(epoch)
-        return control

@@ -33,6 +33,13 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.checks import (
+    check_count,
+    check_flag,
+    check_has_targets,
+    check_length,
+    check_return_tensors,
+)
 from hf_lmobj.collators._noise import (
     check_noise_args,
     collator_lengths,
@@ -45,36 +52,11 @@ from hf_lmobj.collators._noise import (
 from hf_lmobj.collators._seq2seq import (
     encoder_decoder_batch,
     feature_tokens,
-    pad_rows,
     required_token_id,
     resolve_decoder_start,
-    shift_right,
 )
 from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.validation import (
-    check_count,
-    check_flag,
-    check_has_targets,
-    check_length,
-    check_return_tensors,
-)
-
-__all__ = [
-    "MIN_INPUT_LENGTH",
-    "INPUT_NEEDS",
-    "NO_TARGET_FIX",
-    "sentinel_token_ids",
-    "required_token_id",
-    "resolve_decoder_start",
-    "feature_tokens",
-    "pad_rows",
-    "shift_right",
-    "check_enough_sentinels",
-    "DataCollatorForSpanCorruption",
-    "pack_corrupted",
-    "iter_packed_span_corruption",
-]
 
 #: The shortest encoder input that holds a noise span: one kept token, one sentinel, EOS.
 MIN_INPUT_LENGTH = corrupted_lengths(2, 0.5, 1.0)[0]

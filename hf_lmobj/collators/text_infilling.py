@@ -26,11 +26,7 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-from hf_lmobj.collators._noise import random_segmentation
-from hf_lmobj.collators._seq2seq import encoder_decoder_batch, required_token_id, resolve_decoder_start
-from hf_lmobj.collators.features import refuse_numpy_call, token_ids
-from hf_lmobj.collators.seeding import example_seeds, resolve_seed
-from hf_lmobj.validation import (
+from hf_lmobj.checks import (
     check_count,
     check_flag,
     check_id_range,
@@ -39,8 +35,10 @@ from hf_lmobj.validation import (
     check_return_tensors,
     id_sequence,
 )
-
-__all__ = ["poisson_span_lengths", "text_infilling", "permute_sentences", "DataCollatorForTextInfilling"]
+from hf_lmobj.collators._noise import random_segmentation
+from hf_lmobj.collators._seq2seq import encoder_decoder_batch, required_token_id, resolve_decoder_start
+from hf_lmobj.collators.features import refuse_numpy_call, token_ids
+from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 
 
 def poisson_span_lengths(budget: int, rate: float, generator: torch.Generator) -> torch.Tensor:
@@ -85,20 +83,20 @@ def text_infilling(
     while len(spans) > kept + 1:  # too few kept tokens to separate every span: merge the last two
         spans[-2:] = [spans[-2] + spans[-1]]
     mask = torch.tensor([mask_token_id], dtype=tokens.dtype)
-    pieces: list[torch.Tensor] = []
+    segments: list[torch.Tensor] = []
     if spans:
         gaps = random_segmentation(kept + 2, len(spans) + 1, generator)  # (S + 1,), each >= 1
         gaps[0] -= 1
         gaps[-1] -= 1  # the outer gaps may be empty
         start = 0
         for gap, span in zip(gaps.tolist(), spans + [0]):
-            pieces.append(tokens[start : start + gap])
+            segments.append(tokens[start : start + gap])
             start += gap + span
             if span:
-                pieces.append(mask)
+                segments.append(mask)
     else:
-        pieces.append(tokens)
-    noised = torch.cat(pieces)  # (n - masked + spans,)
+        segments.append(tokens)
+    noised = torch.cat(segments)  # (n - masked + spans,)
     if inserts:
         total = len(noised) + inserts
         at = torch.randperm(total, generator=generator)[:inserts]  # positions of the new masks

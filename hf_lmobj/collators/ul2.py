@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.checks import check_count, check_flag, check_length, check_number, check_return_tensors
 from hf_lmobj.collators._noise import (
     check_noise_args,
     corrupted_lengths,
@@ -49,9 +50,6 @@ from hf_lmobj.collators.features import refuse_numpy_call
 from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 from hf_lmobj.collators.span import check_enough_sentinels, sentinel_token_ids
 from hf_lmobj.constants import IGNORE_INDEX, round_up
-from hf_lmobj.validation import check_count, check_flag, check_length, check_number, check_return_tensors
-
-__all__ = ["Denoiser", "UL2_DENOISERS", "suffix_length", "ul2_lengths", "prefix_lm_mask", "DataCollatorForUL2"]
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,15 @@ Example:
     (True, 'demo.yaml')
 """
 
-from hf_lmobj.config.files import config_sections, load_yaml_config
-from hf_lmobj.config.names import resolve_config, shipped_configs
-from hf_lmobj.config.parsing import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.config.values import check_config_values
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.config.files import config_sections, load_yaml_config
+    from hf_lmobj.config.names import resolve_config, shipped_configs
+    from hf_lmobj.config.parsing import cpu_aware_argv, parse_args_with_config
+    from hf_lmobj.config.values import check_config_values
 
 __all__ = [
     "parse_args_with_config",
@@ -25,3 +30,5 @@ __all__ = [
     "resolve_config",
     "shipped_configs",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

@@ -23,13 +23,6 @@ from transformers import TrainingArguments
 from hf_lmobj.config.names import resolve_config, suggest
 from hf_lmobj.config.values import _kind
 
-__all__ = [
-    "TRAINING_SECTION",
-    "BASE_KEY",
-    "config_sections",
-    "load_yaml_config",
-]
-
 #: The section of ``TrainingArguments``, which cannot carry a ``SECTION`` attribute of its own here.
 TRAINING_SECTION = "training"
 #: The top-level key naming the config a file overrides.

@@ -13,8 +13,6 @@ from pathlib import Path
 
 from hf_lmobj.shipped import shipped_folder
 
-__all__ = ["shipped_configs", "resolve_config", "suggest"]
-
 
 def suggest(word: str, choices: Iterable[str], what: str = "") -> str:
     """``"; did you mean X?"`` naming the choices closest to ``word`` (difflib), or ``""`` when none is close.

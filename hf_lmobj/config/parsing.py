@@ -49,8 +49,6 @@ from hf_lmobj.config.files import BASE_KEY, config_sections, load_yaml_config
 from hf_lmobj.config.names import suggest
 from hf_lmobj.config.values import check_config_values
 
-__all__ = ["parse_args_with_config", "cpu_aware_argv"]
-
 CONFIG_HELP = (
     "YAML file of defaults (any field below, and any TrainingArguments field, flat or in sections; base: another "
     "config it overrides), or the name of a shipped config such as causal/demo; given once (a file combines with "

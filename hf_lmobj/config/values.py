@@ -21,8 +21,6 @@ from typing import Any, Literal, Union
 
 import yaml
 
-__all__ = ["check_config_values"]
-
 
 def check_config_values(
     config: dict[str, Any], dataclass_types: Sequence[type], parser: argparse.ArgumentParser, source: str

@@ -2,20 +2,25 @@
 
 * sources (:mod:`.sources`, :mod:`.token_store`): a streamed ``datasets.IterableDataset`` of text,
   a token store (memory-mapped token files + document index), a tokenized in-memory ``Dataset``;
-* rows (:mod:`.rows`): packed rows (causal) or pieces (masked, span), from document lengths;
+* rows (:mod:`.block_rows`): packed rows (causal) or pieces (masked, span), from document lengths;
 * mix (:mod:`.mixture`): several sources by token weights;
 * the stream (:mod:`.pipeline`): collated batches of one rank, planned (random access: exactly
   once, any world size) or streamed (each rank and worker its own slice);
 * the loader (:mod:`.loader`): the ``DataLoader`` over it, ranks kept in step.
 """
 
-from hf_lmobj.data.loader import PipelineLoader
-from hf_lmobj.data.mixture import TokenMixer
-from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
-from hf_lmobj.data.rows import RowFormat
-from hf_lmobj.data.sources import DatasetSource, TextStream
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_writer import tokenize_to_token_store, write_token_store
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.data.block_rows import RowFormat
+    from hf_lmobj.data.loader import PipelineLoader
+    from hf_lmobj.data.mixture import TokenMixer
+    from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
+    from hf_lmobj.data.sources import DatasetSource, TextStream
+    from hf_lmobj.data.token_store import TokenStore
+    from hf_lmobj.data.token_store_writer import tokenize_to_token_store, write_token_store
 
 __all__ = [
     "PipelineLoader",
@@ -29,3 +34,5 @@ __all__ = [
     "tokenize_to_token_store",
     "write_token_store",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

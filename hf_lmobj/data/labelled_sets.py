@@ -30,15 +30,6 @@ from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.corpus import is_validation_path, require_columns
 from hf_lmobj.corpus_functions import FunctionSource, iter_functions
 
-__all__ = [
-    "DEFAULT_PACKAGES",
-    "build_instruction_dataset",
-    "build_package_classification_dataset",
-    "tokenize_instructions",
-    "tokenize_classification",
-    "build_replaced_token_dataset",
-]
-
 DEFAULT_PACKAGES = ("asyncio", "email", "logging", "unittest")
 
 

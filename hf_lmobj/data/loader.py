@@ -35,10 +35,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
+from hf_lmobj.checks import check_count, check_flag, check_length
 from hf_lmobj.data.pipeline import PretrainingStream, as_tensors, ghost_batch
-from hf_lmobj.validation import check_count, check_flag, check_length
-
-__all__ = ["PipelineLoader"]
 
 
 def _identity(item: Any) -> Any:

@@ -23,9 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.validation import check_counts, check_unique_names, check_weights
-
-__all__ = ["TokenMixer", "normalized_weights", "check_mixture_weights"]
+from hf_lmobj.checks import check_counts, check_unique_names, check_weights
 
 
 def check_mixture_weights(weights: Any, names: Sequence[str]) -> list[float]:

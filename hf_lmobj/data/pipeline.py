@@ -3,7 +3,7 @@
 The dataset a :class:`~hf_lmobj.ObjectiveTrainer` (or :class:`~hf_lmobj.data.loader.PipelineLoader`)
 trains on. It yields *collated batches* of exactly ``batch_size`` rows (the last step of an epoch
 may hold fewer), each made by the objective's collator from the rows of
-:mod:`hf_lmobj.data.rows` (packed rows for causal, pieces for masked / span), so the collator never
+:mod:`hf_lmobj.data.block_rows` (packed rows for causal, pieces for masked / span), so the collator never
 re-packs and memory per step is what ``per_device_train_batch_size`` says.
 
 Two regimes, chosen by the sources:
@@ -42,16 +42,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
 from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.data.block_rows import RowFormat
 from hf_lmobj.data.mixture import normalized_weights
 from hf_lmobj.data.planned import EpochPlan
-from hf_lmobj.data.rows import RowFormat
 from hf_lmobj.data.sources import DatasetSource, RandomAccessSource, TextStream, is_random_access
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-from hf_lmobj.validation import check_count, check_flag, check_length, check_seed, check_unique_names
-
-__all__ = ["PretrainingStream", "ghost_batch", "as_arrays", "as_tensors", "TARGET_KEYS"]
 
 #: Batch keys holding training targets; a ghost batch sets them all to -100.
 TARGET_KEYS = ("labels", "shift_labels")
@@ -198,10 +196,10 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         block, layout, within = self.plan.locate(row)
         docs = self.plan.block_docs(block)
         first, last = int(layout.row_offsets[within]), int(layout.row_offsets[within + 1])
-        chunks = zip(layout.chunk_doc[first:last].tolist(), layout.chunk_start[first:last].tolist(),
+        placed = zip(layout.chunk_doc[first:last].tolist(), layout.chunk_start[first:last].tolist(),
                      layout.chunk_len[first:last].tolist())  # fmt: skip
-        pieces = [source.document_slice(int(docs[d]), s, s + n) for d, s, n in chunks]
-        ids = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        chunks = [source.document_slice(int(docs[d]), s, s + n) for d, s, n in placed]
+        ids = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
         if self.row_format.kind == "pieces":
             return {"input_ids": ids}
         return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}

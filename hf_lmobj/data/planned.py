@@ -1,7 +1,7 @@
 """One epoch of a random-access source planned from document lengths: global rows, global steps.
 
 The documents are put in a fixed seeded order once and grouped into blocks of ``block_documents``;
-each block is laid out into rows (:func:`~hf_lmobj.data.rows.block_layout`) from its lengths alone.
+each block is laid out into rows (:func:`~hf_lmobj.data.block_rows.block_layout`) from its lengths alone.
 Epoch ``e`` visits the blocks in a seeded order of its own, so the rows are numbered ``g = 0 .. R-1``
 the same way however many processes and workers read them. Global step ``s`` is rows
 ``[s * G, (s + 1) * G)`` with ``G = batch_size * world_size``; rank ``r`` takes the ``batch_size``
@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hf_lmobj.data.rows import BlockLayout, RowFormat, block_layout, check_lengths, shuffle_rows
-from hf_lmobj.validation import check_count, check_flag, check_length, check_seed
-
-__all__ = ["EpochPlan", "epoch_rng"]
+from hf_lmobj.checks import check_count, check_flag, check_length, check_seed
+from hf_lmobj.data.block_rows import BlockLayout, RowFormat, block_layout, check_lengths, shuffle_rows
 
 
 def epoch_rng(seed: int, *keys: int) -> np.random.Generator:

@@ -24,22 +24,11 @@ from typing import Any, ClassVar
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
-import hf_lmobj
-from hf_lmobj.collators.seeding import CollatorEpochCallback
+from hf_lmobj.checks import check_flag, check_length, check_name, check_number
+from hf_lmobj.collators.epoch_callback import CollatorEpochCallback
 from hf_lmobj.corpus import SPECIAL_TOKENS, tokenize_corpus
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 from hf_lmobj.packing.pieces import split_documents
-from hf_lmobj.validation import check_flag, check_length, check_name, check_number
-
-__all__ = [
-    "RECIPE_OBJECTIVES",
-    "MASKED_PAD_MULTIPLE",
-    "DataArguments",
-    "row_positions",
-    "ObjectiveData",
-    "prepare_objective_data",
-    "eval_subset",
-]
 
 #: The objectives whose data the recipes prepare (:attr:`~hf_lmobj.objectives.ObjectiveSpec.data` set).
 RECIPE_OBJECTIVES = tuple(name for name, spec in OBJECTIVES.items() if spec.data is not None)
@@ -309,7 +298,7 @@ def _split_data(tokenizer, splits, args, collator, piece_length, add_eos, hyperp
 def _takes_noise_arguments(spec: ObjectiveSpec) -> bool:
     """Whether the objective's collator takes ``noise_density`` / ``mean_noise_span_length`` (span corruption;
     UL2 carries its own per-denoiser values)."""
-    fields = {f.name for f in dataclasses.fields(getattr(hf_lmobj, spec.collator))} if spec.collator else set()
+    fields = {f.name for f in dataclasses.fields(spec.collator_class())} if spec.collator else set()
     return {"noise_density", "mean_noise_span_length"} <= fields
 
 
@@ -317,8 +306,7 @@ def _seq2seq_data(spec: ObjectiveSpec, tokenizer, splits, args: DataArguments, m
     """Each document is corrupted on its own: split into pieces of the collator's raw length."""
     noise = {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
     noise = noise if _takes_noise_arguments(spec) else {}
-    collator_class = getattr(hf_lmobj, spec.collator)
-    collator = collator_class(tokenizer, input_length=args.max_length, model=model, seed=seed, **noise)
+    collator = spec.collator_class()(tokenizer, input_length=args.max_length, model=model, seed=seed, **noise)
     hyperparameters = {
         "input_length": args.max_length,
         "raw_tokens_length": collator.raw_tokens_length,

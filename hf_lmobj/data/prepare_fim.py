@@ -36,23 +36,13 @@ from typing import ClassVar
 import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from hf_lmobj.checks import SEED_LIMIT, check_name
 from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, packed_collator, prepare_objective_data
 from hf_lmobj.fim.collator import fim_dataset
 from hf_lmobj.fim.transform import FIM_LEVELS, check_rate
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.packing.dataset import pack_dataset
 from hf_lmobj.packing.pieces import document_pieces
-from hf_lmobj.validation import SEED_LIMIT, check_name
-
-__all__ = [
-    "DEFAULT_INFILL_CASES",
-    "PIECE_SLACK",
-    "INFILL_MIN_PROMPT_TOKENS",
-    "FimArguments",
-    "check_fim_fits",
-    "prepare_fim_data",
-    "prepare_pretraining_data",
-]
 
 DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
 MIN_PIECE_TOKENS = 4  # a piece never ends inside a character: up to 4 byte-level tokens each

@@ -42,9 +42,6 @@ from hf_lmobj.data.transforms import FimPieces
 from hf_lmobj.fim.transform import FimTransform
 from hf_lmobj.objectives import get_objective
 
-__all__ = ["uses_pipeline", "source_specs", "prepare_pipeline_data", "bounded_documents"]
-
-
 #: Training tokens the report's statistics fit on when the run streams (``report_sample_tokens: null``):
 #: the n-gram baseline's memory grows with its tokens, so a streamed run's peak does not follow the corpus.
 STREAMED_SAMPLE_TOKENS = 5_000_000
@@ -159,14 +156,14 @@ def bounded_documents(dataset: datasets.Dataset, max_tokens: int) -> datasets.Da
 
 def _sample_documents(stream: PretrainingStream, max_tokens: int) -> datasets.Dataset:
     """The first rows of the training mixture, up to ``max_tokens`` tokens, as compact int32 Arrow lists."""
-    pieces, total = [], 0
+    rows, total = [], 0
     for feature, _, _ in stream.reader.rows(0, 1, 0):
-        pieces.append(np.asarray(feature["input_ids"], dtype=np.int32))
-        total += pieces[-1].size
+        rows.append(np.asarray(feature["input_ids"], dtype=np.int32))
+        total += rows[-1].size
         if total >= max_tokens:
             break
-    offsets = np.concatenate([[0], np.cumsum([p.size for p in pieces])]).astype(np.int32)
-    values = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int32)
+    values = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int32)
     column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
     return datasets.Dataset(pa.table({"input_ids": column}))
 

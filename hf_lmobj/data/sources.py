@@ -10,7 +10,7 @@ Two kinds, by how they are read:
   (``datasets.distributed.split_dataset_by_node``: by shards when they divide evenly, else by
   examples).
 
-Every argument is checked where it enters (:mod:`hf_lmobj.validation`), and a stream's rows are
+Every argument is checked where it enters (:mod:`hf_lmobj.checks`), and a stream's rows are
 checked as they are read: a row without the text column, a ``None`` or non-string text, a file that is
 not UTF-8 or not valid JSON raise a ``ValueError`` / ``TypeError`` naming the source, the file being
 read, the row and the fix, never a bare ``KeyError`` or an error from inside pyarrow.
@@ -42,19 +42,9 @@ import torch
 from datasets.table import CastError
 from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_count, check_flag, check_length, check_name
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.plain_text import check_texts, encode_plain
-from hf_lmobj.validation import check_count, check_flag, check_length, check_name
-
-__all__ = [
-    "RandomAccessSource",
-    "DatasetSource",
-    "TextStream",
-    "READ_ERRORS",
-    "check_unit",
-    "encode_texts_as_documents",
-    "is_random_access",
-]
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ counts, and the rows of the block already emitted. Resuming from a position re-r
 most, whatever the step: no replay of the data before it.
 
 Example:
-    >>> from hf_lmobj.data.rows import RowFormat
+    >>> from hf_lmobj.data.block_rows import RowFormat
     >>> from hf_lmobj.data.sources import DatasetSource
     >>> import datasets
     >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]}))
@@ -32,13 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
+from hf_lmobj.data.block_rows import RowFormat, block_layout, row_feature, shuffle_rows
 from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights
 from hf_lmobj.data.planned import epoch_rng
-from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
 from hf_lmobj.data.sources import TextStream, check_unit
-from hf_lmobj.validation import check_count, check_flag, check_length, check_seed, check_unique_names
-
-__all__ = ["UnitReader", "SourceCursor"]
 
 
 class SourceCursor:

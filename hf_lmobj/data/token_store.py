@@ -51,10 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from hf_lmobj.checks import check_length
 from hf_lmobj.files import read_json
-from hf_lmobj.validation import check_length
-
-__all__ = ["TOKEN_STORE_FORMAT", "TokenStore", "token_dtype"]
 
 TOKEN_STORE_FORMAT = "hf_lmobj.token_store"
 TOKEN_STORE_VERSION = 1

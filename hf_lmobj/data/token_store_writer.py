@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import datasets
     from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_flag, check_length, check_name, id_sequence
 from hf_lmobj.data.token_store import (
     _OFFSET_DTYPE,
     _SCAN_TOKENS,
@@ -57,9 +58,6 @@ from hf_lmobj.data.token_store import (
 )
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.files import write_atomic
-from hf_lmobj.validation import check_flag, check_length, check_name, id_sequence
-
-__all__ = ["write_token_store", "tokenize_to_token_store"]
 
 _CHUNK_TOKENS = 1 << 20  # tokens buffered before a write: the writer's memory bound (8 MiB as int64)
 TOKENIZER_FOLDER = "tokenizer"  #: where ``save_tokenizer=True`` saves the tokenizer inside the store

@@ -22,8 +22,6 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["tokenizer_fingerprint"]
-
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """16 hex digits of BLAKE2b over the tokenizer's content (see the module docstring)."""

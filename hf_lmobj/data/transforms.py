@@ -25,12 +25,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hf_lmobj.checks import check_length, check_seed
 from hf_lmobj.fim.transform import FimTransform
 from hf_lmobj.packing.pieces import document_pieces
 from hf_lmobj.plain_text import check_texts
-from hf_lmobj.validation import check_length, check_seed
-
-__all__ = ["FimPieces"]
 
 
 class FimPieces:

@@ -19,20 +19,25 @@ Example:
     [10, 11, 20, 30, 31]
 """
 
-from hf_lmobj.fim.collator import DataCollatorForFillInTheMiddle, fim_dataset
-from hf_lmobj.fim.evaluation import (
-    INFILLING_MODES,
-    InfillingCase,
-    InfillingResult,
-    edit_similarity,
-    evaluate_infilling,
-    single_line_cases,
-)
-from hf_lmobj.fim.format import FIM_TOKENS, FimTokenIds, FimTokens, fim_layout, fim_token_ids, undo_fim
-from hf_lmobj.fim.healing import LeadLogitsProcessor, heal_prompts
-from hf_lmobj.fim.prompting import fim_prompt_ids, fim_prompts, infill
-from hf_lmobj.fim.report import best_infill, comparison_lines
-from hf_lmobj.fim.transform import FIM_LEVELS, FimTransform
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.fim.collator import DataCollatorForFillInTheMiddle, fim_dataset
+    from hf_lmobj.fim.evaluation import (
+        INFILLING_MODES,
+        InfillingCase,
+        InfillingResult,
+        edit_similarity,
+        evaluate_infilling,
+        single_line_cases,
+    )
+    from hf_lmobj.fim.format import FIM_TOKENS, FimTokenIds, FimTokens, fim_layout, fim_token_ids, undo_fim
+    from hf_lmobj.fim.healing import LeadLogitsProcessor, heal_prompts
+    from hf_lmobj.fim.prompting import fim_prompt_ids, fim_prompts, infill
+    from hf_lmobj.fim.report import best_infill, comparison_lines
+    from hf_lmobj.fim.transform import FIM_LEVELS, FimTransform
 
 __all__ = [
     # the layout
@@ -63,3 +68,5 @@ __all__ = [
     "best_infill",
     "comparison_lines",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

@@ -2,7 +2,7 @@
 
 Fill-in-the-middle (Bavarian et al. 2022) trains one causal model to both continue and infill: a
 share of the documents is cut into prefix / middle / suffix and re-ordered around sentinel tokens
-by :class:`~hf_lmobj.fim.transform.FimTransform`, whose rules apply: pieces encoded as plain
+by :class:`~hf_lmobj.fim.transform.FimTransform`, whose rules apply: the three parts encoded as plain
 text; ``input_ids`` that are not their text's own tokens (text levels) or that hold a FIM sentinel
 are refused, naming the feature. The transform runs on each document *first*; only then are they padded
 or packed, by a :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` that this collator holds.
@@ -41,14 +41,12 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
+from hf_lmobj.checks import check_return_tensors, id_sequence
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.collators.features import check_feature_mapping, numbered_features, refuse_numpy_call
 from hf_lmobj.collators.seeding import INDEX_KEYS, resolve_seed
 from hf_lmobj.fim.format import FimTokens
 from hf_lmobj.fim.transform import TEXT_LEVELS, FimTransform
-from hf_lmobj.validation import check_return_tensors, id_sequence
-
-__all__ = ["DatasetT", "DataCollatorForFillInTheMiddle", "fim_dataset"]
 
 DatasetT = TypeVar("DatasetT", datasets.Dataset, datasets.IterableDataset)
 _SHORTCUTS = {"max_length": None, "packing": False, "pad_to_multiple_of": None}

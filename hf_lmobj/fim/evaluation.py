@@ -54,6 +54,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessorList, PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_count, check_flag, check_length
 from hf_lmobj.fim.format import fim_layout, fim_token_ids
 from hf_lmobj.fim.healing import LeadLogitsProcessor
 from hf_lmobj.fim.prompting import (
@@ -67,17 +68,6 @@ from hf_lmobj.fim.prompting import (
 from hf_lmobj.fim.transform import line_starts
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.plain_text import check_texts, encode_plain
-from hf_lmobj.validation import check_count, check_flag, check_length
-
-__all__ = [
-    "INFILLING_MODES",
-    "InfillingCase",
-    "InfillingResult",
-    "edit_similarity",
-    "function_body_lines",
-    "single_line_cases",
-    "evaluate_infilling",
-]
 
 INFILLING_MODES = ("psm", "spm", "prefix_only")
 

@@ -1,6 +1,6 @@
 """How a fill-in-the-middle document is laid out: sentinels found by name, PSM / SPM order, the inverse.
 
-A document cut into ``prefix``, ``middle`` and ``suffix`` is re-ordered around three sentinels so
+A document cut into three parts, ``prefix``, ``middle`` and ``suffix``, is re-ordered around three sentinels so
 that a causal model learns to produce the middle after seeing both sides:
 
 * **PSM** (prefix-suffix-middle): ``<fim_prefix> prefix <fim_suffix> suffix <fim_middle> middle``
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from transformers import PreTrainedTokenizerBase
-
-__all__ = ["FIM_TOKENS", "FimTokens", "FimTokenIds", "fim_token_ids", "fim_layout", "fim_mode", "undo_fim"]
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD = "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"
 FIM_TOKENS = (FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD)  # StarCoder's names, in its vocabulary order
@@ -114,7 +114,7 @@ def fim_token_ids(tokenizer: PreTrainedTokenizerBase, tokens: FimTokens | None =
 def fim_layout(
     prefix: Sequence[int], middle: Sequence[int], suffix: Sequence[int], ids: FimTokenIds, spm: bool
 ) -> list[int]:
-    """PSM (``spm=False``) or SPM order of the three pieces around the sentinels (see the module doc)."""
+    """PSM (``spm=False``) or SPM order of the three parts around the sentinels (see the module doc)."""
     if spm:
         return [ids.prefix, ids.suffix, *suffix, ids.middle, *prefix, *middle]
     return [ids.prefix, *prefix, ids.suffix, *suffix, ids.middle, *middle]

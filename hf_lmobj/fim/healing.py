@@ -37,10 +37,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_length, id_sequence
 from hf_lmobj.plain_text import check_texts, special_ids
-from hf_lmobj.validation import check_length, id_sequence
-
-__all__ = ["heal_prompts", "LeadLogitsProcessor"]
 
 
 def _protected_ids(protected: Iterable[int] | None) -> set[int]:

@@ -5,7 +5,7 @@ A model trained with :class:`~hf_lmobj.fim.collator.DataCollatorForFillInTheMidd
 ``[BOS] <fim_prefix> <fim_suffix> suffix <fim_middle> prefix middle EOS`` (SPM). To infill, it is
 given everything before the middle and generates the middle, stopped by ``generate()`` at the EOS
 (the end-of-middle token). Prefix and suffix are encoded on their own, as plain text
-(:mod:`hf_lmobj.plain_text`), as the text-level transform encodes its PSM pieces: code that mentions
+(:mod:`hf_lmobj.plain_text`), as the text-level transform encodes its PSM parts: code that mentions
 ``'<fim_middle>'`` gives ordinary tokens and a prompt holds exactly one of each sentinel (inserted by
 id). In SPM the transform encodes prefix and middle as one text, so :func:`infill` heals an SPM
 prompt (its last prefix token is the model's to write: :mod:`hf_lmobj.fim.healing`).
@@ -36,22 +36,10 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_flag, check_length, check_token_id, id_sequence
 from hf_lmobj.fim.format import FimTokens, fim_layout, fim_token_ids
 from hf_lmobj.fim.healing import LeadLogitsProcessor, heal_prompts
 from hf_lmobj.plain_text import check_texts, encode_plain, special_ids
-from hf_lmobj.validation import check_flag, check_length, check_token_id, id_sequence
-
-__all__ = [
-    "fim_prompts",
-    "fim_prompt_ids",
-    "left_padded",
-    "fim_generate_kwargs",
-    "middle_ids",
-    "model_positions",
-    "check_model_vocabulary",
-    "check_model_fits",
-    "infill",
-]
 
 SERVED_MODES = ("greedy_search", "sample", "beam_search", "beam_sample")  # generate() modes infill reads back
 

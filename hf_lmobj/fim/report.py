@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["REPORTED_METRICS", "best_infill", "comparison_lines"]
-
 REPORTED_METRICS = ("exact_match", "edit_similarity")
 
 

@@ -1,24 +1,24 @@
 """The per-document fill-in-the-middle transform: seeded cuts, PSM or SPM, nothing truncated.
 
-With probability ``fim_rate`` a document is cut at two sorted uniform points (so any of the pieces
+With probability ``fim_rate`` a document is cut at two sorted uniform points (so any of the parts
 may be empty) into ``prefix``, ``middle`` and ``suffix``, laid out PSM or (with probability
 ``spm_rate``) SPM around the sentinels (:mod:`hf_lmobj.fim.format`), then EOS: the
 end-of-middle token that ``generate()`` stops at. Other documents pass through unchanged.
 ``fim_level`` says where the cuts fall:
 
 * ``"char"`` (default): uniformly over the characters; needs the document's text (the ``text``
-  column, or ``text_column=``). The pieces are encoded on their own, as an infilling prompt is: the
+  column, or ``text_column=``). The parts are encoded on their own, as an infilling prompt is: the
   text is kept exactly, the tokens change only where a cut splits a token or a word. In SPM the
   prefix and the middle are encoded as *one* text, so no token is split there (an SPM prompt is
   healed instead: :mod:`hf_lmobj.fim.prompting`). Why the default: the FIM paper's
   choice (Bavarian et al. 2022), so that the model learns to complete a token cut in two.
 * ``"line"``: uniformly over the line starts (0, every position after a ``"\\n"``, and the end):
-  whole-line pieces, encoded as at ``"char"``; needs the text. Why: it matches line-based
+  whole-line parts, encoded as at ``"char"``; needs the text. Why: it matches line-based
   infilling, which character cuts rarely show a small model.
-* ``"token"``: uniformly over the tokens; the pieces are slices of ``input_ids``, so the document's
+* ``"token"``: uniformly over the tokens; the parts are slices of ``input_ids``, so the document's
   tokens are preserved exactly (apart from the sentinels and the end-of-middle EOS).
 
-Text stays text: at ``"char"`` and ``"line"`` level the pieces are encoded with special-token
+Text stays text: at ``"char"`` and ``"line"`` level the parts are encoded with special-token
 parsing off (:mod:`hf_lmobj.plain_text`), so a document that mentions ``'<fim_prefix>'`` or
 ``'<|endoftext|>'`` keeps those characters as ordinary tokens; sentinels and EOS are only ever
 inserted by id. At those levels the ids (less a leading BOS and a trailing EOS) must hold no control
@@ -63,10 +63,8 @@ from hf_lmobj.collators.seeding import example_seeds
 from hf_lmobj.fim.format import FimTokenIds, FimTokens, fim_layout, fim_token_ids
 from hf_lmobj.plain_text import encode_plain, special_ids
 
-__all__ = ["FIM_LEVELS", "FimDraw", "draw_fim", "line_starts", "check_rate", "FimTransform"]
-
 FIM_LEVELS = ("char", "line", "token")
-TEXT_LEVELS = ("char", "line")  # levels that cut the document's text (and re-encode the pieces)
+TEXT_LEVELS = ("char", "line")  # levels that cut the document's text (and re-encode the parts)
 
 
 @dataclass(frozen=True)
@@ -175,10 +173,10 @@ class FimTransform:
             self._check_texts([content], [self._text({self.text_column: text}, 0)], [0])
         if not draw.apply:
             return array.tolist()
-        pieces = self._pieces(content, text, draw, 0)
+        parts = self._parts(content, text, draw, 0)
         if self.fim_level in TEXT_LEVELS:
-            pieces = self._encode(pieces)
-        return self._assemble(head, pieces, draw.spm)
+            parts = self._encode(parts)
+        return self._assemble(head, parts, draw.spm)
 
     # ----------------------------------------------------------------------------- a batch
     def __call__(self, features: Sequence[Mapping[str, Any]], seed: int | None, epoch: int = 0) -> list[list[int]]:
@@ -201,24 +199,24 @@ class FimTransform:
             if not draw.apply:
                 plans.append(array.tolist())
                 continue
-            pieces = self._pieces(content, feature.get(self.text_column), draw, index)
-            if self.fim_level in TEXT_LEVELS:  # encoded below, all documents' pieces in one call
-                texts.extend(pieces)
-                pieces = len(texts) - 3
-            plans.append((head, pieces, draw.spm))
+            parts = self._parts(content, feature.get(self.text_column), draw, index)
+            if self.fim_level in TEXT_LEVELS:  # encoded below, all documents' parts in one call
+                texts.extend(parts)
+                parts = len(texts) - 3
+            plans.append((head, parts, draw.spm))
         encoded = self._encode(texts) if texts else []
         out = []
         for plan in plans:
             if isinstance(plan, list):
                 out.append(plan)
                 continue
-            head, pieces, spm = plan
-            if isinstance(pieces, int):
-                pieces = encoded[pieces : pieces + 3]
-            out.append(self._assemble(head, pieces, spm))
+            head, parts, spm = plan
+            if isinstance(parts, int):
+                parts = encoded[parts : parts + 3]
+            out.append(self._assemble(head, parts, spm))
         return out
 
-    # ----------------------------------------------------------------------------- pieces
+    # ----------------------------------------------------------------------------- the three parts
     def _draw(self, feature: Mapping[str, Any], content: np.ndarray, index: int, generator: torch.Generator) -> FimDraw:
         """One document's draw, its cuts in characters (``"char"``, ``"line"``) or tokens (``"token"``)."""
         if self.fim_level == "token":
@@ -292,7 +290,7 @@ class FimTransform:
                 "documents with document_pieces() (ids and text cut together), or use fim_level='token'"
             )
 
-    def _pieces(self, content: np.ndarray, text: Any, draw: FimDraw, index: int) -> list[Any]:
+    def _parts(self, content: np.ndarray, text: Any, draw: FimDraw, index: int) -> list[Any]:
         """(prefix, middle, suffix) as strings (char and line levels) or token lists (token level).
 
         SPM at the text levels gives ``(prefix + middle, "", suffix)``: the two are contiguous in the
@@ -309,6 +307,6 @@ class FimTransform:
     def _encode(self, texts: list[str]) -> list[list[int]]:
         return encode_plain(self.tokenizer, texts)  # special-token strings in the text stay characters
 
-    def _assemble(self, head: list[int], pieces: Sequence[Sequence[int]], spm: bool) -> list[int]:
-        prefix, middle, suffix = pieces
+    def _assemble(self, head: list[int], parts: Sequence[Sequence[int]], spm: bool) -> list[int]:
+        prefix, middle, suffix = parts
         return [*head, *fim_layout(prefix, middle, suffix, self.ids, spm), self.tokenizer.eos_token_id]

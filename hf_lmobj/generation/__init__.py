@@ -10,9 +10,16 @@ Example:
     'SamplingLogitsProcessor'
 """
 
-from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
 
 __all__ = [
     "SamplingLogitsProcessor",
     "sampling_generate_kwargs",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

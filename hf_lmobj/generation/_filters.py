@@ -31,20 +31,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = [
-    "NEG_INF",
-    "INITIAL_TOP_P_TOKENS",
-    "GROWTH",
-    "greedy_filter",
-    "top_k_filter",
-    "min_p_filter",
-    "top_p_filter",
-    "top_p_filter_full_sort",
-    "log_normalizer",
-    "sorted_top_values",
-    "predicted_size",
-]
-
 NEG_INF = float("-inf")
 INITIAL_TOP_P_TOKENS = 1024  # first partial sort; covers top_p in one go for most LM steps
 GROWTH = 2  # a row whose prefix falls short retries with at least this many times more tokens

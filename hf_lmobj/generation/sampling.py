@@ -24,17 +24,8 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from hf_lmobj.checks import check_length, check_per_row
 from hf_lmobj.generation._filters import greedy_filter, min_p_filter, top_k_filter, top_p_filter
-from hf_lmobj.validation import check_length, check_per_row
-
-__all__ = [
-    "Param",
-    "SamplingLogitsProcessor",
-    "sampling_generate_kwargs",
-    "sample_next_token",
-    "apply_temperature",
-    "encode_prompts",
-]
 
 Param = int | float | torch.Tensor | Sequence[float] | None
 _HALF = (torch.float16, torch.bfloat16)

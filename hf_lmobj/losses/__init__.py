@@ -1,7 +1,9 @@
 """Token-mean cross-entropy losses, exact under gradient accumulation and data parallelism.
 
 :mod:`.functional` holds the objective losses on logits; :mod:`.linear_cross_entropy` the chunked
-head + cross-entropy that never holds the full ``[tokens, vocab]`` logits.
+head + cross-entropy that never holds the full ``[tokens, vocab]`` logits (its chunks :mod:`.head_chunks`);
+:mod:`.vocab_parallel` the loss under tensor parallelism; :mod:`.targets` what an objective's loss scores
+(``objective_targets``) and how many (``count_targets``).
 
 Example:
     >>> import torch
@@ -13,7 +15,14 @@ Example:
     True
 """
 
-from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
-from hf_lmobj.losses.linear_cross_entropy import linear_cross_entropy, linear_token_losses
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
+    from hf_lmobj.losses.linear_cross_entropy import linear_cross_entropy, linear_token_losses
 
 __all__ = ["causal_lm_loss", "masked_lm_loss", "seq2seq_lm_loss", "linear_cross_entropy", "linear_token_losses"]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

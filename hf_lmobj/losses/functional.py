@@ -26,18 +26,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from hf_lmobj.checks import check_labels
 from hf_lmobj.losses.head_chunks import HeadLossOptions, _denominator, accumulation_dtype
-from hf_lmobj.validation import check_labels
-
-__all__ = [
-    "causal_lm_loss",
-    "masked_lm_loss",
-    "seq2seq_lm_loss",
-    "next_token_targets",
-    "token_losses",
-    "token_nll",
-    "summed_loss",
-]
 
 
 def next_token_targets(labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:

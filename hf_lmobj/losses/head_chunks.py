@@ -17,18 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hf_lmobj.validation import check_length, check_num_items_in_batch, check_number
-
-__all__ = [
-    "DEFAULT_CHUNK_ELEMENTS",
-    "CPU_CHUNK_ELEMENTS",
-    "HeadLossOptions",
-    "accumulation_dtype",
-    "compute_dtype",
-    "resolve_chunk_size",
-    "token_losses_and_grad",
-    "handed_out_grads",
-]
+from hf_lmobj.checks import check_length, check_num_items_in_batch, check_number
 
 #: Budget, in elements, of one chunk's logits block when ``chunk_size`` is left to ``None``.
 DEFAULT_CHUNK_ELEMENTS = 2**24

@@ -46,6 +46,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
+from hf_lmobj.checks import check_labels
 from hf_lmobj.losses.head_chunks import (
     HeadLossOptions,
     _add_product,
@@ -59,12 +60,6 @@ from hf_lmobj.losses.head_chunks import (
     resolve_chunk_size,
     token_losses_and_grad,
 )
-from hf_lmobj.validation import check_labels
-
-__all__ = [
-    "linear_cross_entropy",
-    "linear_token_losses",
-]
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):

@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 from torch.autograd.function import once_differentiable
 
+from hf_lmobj.checks import check_labels
 from hf_lmobj.losses.head_chunks import (
     HeadLossOptions,
     _add_product,
@@ -50,15 +51,6 @@ from hf_lmobj.losses.head_chunks import (
     handed_out_grads,
     resolve_chunk_size,
 )
-from hf_lmobj.validation import check_labels
-
-__all__ = [
-    "VocabShard",
-    "dtensor_type",
-    "resolve_vocab_shard",
-    "vocab_parallel_cross_entropy",
-    "vocab_parallel_token_losses",
-]
 
 
 def dtensor_type() -> type | None:

@@ -11,7 +11,8 @@ by ``.scoring``), by relative imports; each script imports both as siblings (``f
 and each folder's core file is the package's with a generated header, written by :func:`export_space`
 (from the package source, always) and refreshed in this tree by :func:`sync_space_copies` (a test
 fails while a copy is stale). So ``evaluate.load(<folder>)`` works on the folder here, on an exported
-or ``cp -r`` copy and on the pushed Space, without hf_lmobj.
+or ``cp -r`` copy and on the pushed Space, without hf_lmobj. The face also gives ``LanguageModelingMetrics``
+(:mod:`.trainer_metrics`: perplexity and bits per byte in a stock ``Trainer``'s evaluation), imported on first use.
 
 Example:
     >>> from hf_lmobj.metrics import load
@@ -25,8 +26,13 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from hf_lmobj import _lazy_face
 from hf_lmobj.files import write_atomic
+
+if TYPE_CHECKING:
+    from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
 
 METRICS_DIR = Path(__file__).resolve().parent
 METRIC_NAMES = ("perplexity", "bits_per_byte")
@@ -152,6 +158,7 @@ def push_to_hub(name: str, repo_id: str, token: str | None = None, private: bool
 
 
 __all__ = [
+    "LanguageModelingMetrics",
     "BITS_PER_BYTE_PATH",
     "CORE_NAMES",
     "CORE_SOURCES",
@@ -166,3 +173,5 @@ __all__ = [
     "space_core_text",
     "sync_space_copies",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

@@ -30,19 +30,6 @@ from hf_lmobj.metrics.sums import (
     word_perplexity_from_sums,
 )
 
-__all__ = [
-    "SPLITS",
-    "FIGURES",
-    "TextSums",
-    "write_text_dataset",
-    "document_text",
-    "check_text_dataset",
-    "text_sums",
-    "corpus_figure",
-    "check_choice",
-    "check_name",
-]
-
 SPLITS = ("test", "validation", "train")  # the split names datasets gives a local folder's files
 FIGURES = ("bits_per_byte", "byte_perplexity", "word_perplexity")
 _FROM_SUMS = {"bits_per_byte": bits_per_byte_from_sums, "byte_perplexity": byte_perplexity_from_sums}

@@ -31,7 +31,7 @@ of which downloads a file at import, so offline the CLI fails before reaching th
 LightEval's ``Pipeline`` with a registry that loads only this custom task module works offline.
 
 Without lighteval installed this module still imports (``TASKS_TABLE == []``, no model class); its pure
-pieces need only the package.
+functions need only the package.
 
 Example:
     >>> parse_model_spec("out/causal-demo,max_length=256").max_length  # the data side: lighteval_data
@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hf_lmobj.checks import check_length
 from hf_lmobj.metrics.lighteval_data import (
     FIGURES,
     TextSums,
@@ -63,21 +64,6 @@ from hf_lmobj.metrics.scoring import (
     load_model_and_tokenizer,
     score_texts,
 )
-from hf_lmobj.validation import check_length
-
-__all__ = [
-    "DATA_ENV",
-    "SPLIT_ENV",
-    "TASKS_TABLE",
-    "TASK_NAME",
-    "ModelSpec",
-    "build_tasks_table",
-    "doc_fields",
-    "lighteval_available",
-    "parse_model_spec",
-    "scored_text",
-    "tasks_table_from_env",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +224,7 @@ def _corpus_metric(figure: str):
     )
 
 
-if lighteval_available():  # the metric pieces and the backend (lighteval custom <model> <this file>)
+if lighteval_available():  # the metric functions and the backend (lighteval custom <model> <this file>)
     from lighteval.metrics.metrics_corpus import CorpusLevelComputation
     from lighteval.metrics.sample_preparator import Preparator
     from lighteval.models.abstract_model import LightevalModel
@@ -323,8 +309,6 @@ if lighteval_available():  # the metric pieces and the backend (lighteval custom
 
         def greedy_until(self, docs: list) -> list:
             raise NotImplementedError(f"{type(self).__name__} scores perplexity tasks only; use `lighteval accelerate`")
-
-    __all__ += ["FigureAggregation", "HfLmobjRollingModel", "TextSumsPreparator"]
 
 
 # lighteval 0.13.0 runs this file as "lighteval_tasks" for --custom-tasks <path> (warn if no data is named),

@@ -2,8 +2,9 @@
 
 Contract. :func:`score_texts` returns one :class:`TextScore` per text (summed NLL in nats, scored
 tokens, UTF-8 bytes, lm-eval words); :mod:`.sums` turns such sums into corpus figures and feeds the
-``evaluate`` metrics (import its names from there; :class:`SumsMetric` and
-:func:`sums_from_compute_args` here score texts with :func:`score_texts`). This file imports only the standard library,
+``evaluate`` metrics (import its names from there; :class:`TextScoringMetric` and
+:func:`text_sums_from_compute_args` here are its ``SumsMetric`` and ``sums_from_compute_args`` scoring texts
+with :func:`score_texts`). This file imports only the standard library,
 ``torch``, ``transformers``, ``tqdm`` (a dependency of ``transformers``) and its sibling ``.sums``, never
 the rest of ``hf_lmobj``: :func:`hf_lmobj.metrics.export_space` writes both files into each Space folder,
 whose script imports both (``from .sums import ...``, ``from .scoring import ...``: siblings that
@@ -39,25 +40,7 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from .sums import SumsMetric as _SumsOnlyMetric
-from .sums import check_flag, check_length, check_window_lengths, count_words
-from .sums import sums_from_compute_args as _sums_from_compute_args
-
-__all__ = [
-    "WINDOWS",
-    "TextScore",
-    "full_vocab_logits",
-    "model_vocab_size",
-    "check_fits_context",
-    "plan_windows",
-    "load_model_and_tokenizer",
-    "default_max_length",
-    "encode_texts",
-    "score_texts",
-    "window_nll",
-    "SumsMetric",
-    "sums_from_compute_args",
-]
+from .sums import SumsMetric, check_flag, check_int, check_window_lengths, count_words, sums_from_compute_args
 
 #: The window layouts of :func:`score_texts`: strided sliding windows, or lm-eval's disjoint rolling ones.
 WINDOWS = ("strided", "lm_eval")
@@ -269,7 +252,7 @@ def score_texts(
         )
     if lm_eval and stride is not None and stride != max_length:
         raise ValueError(f"windows='lm_eval' uses disjoint windows (stride = max_length); got stride={stride!r}")
-    batch_size = check_length(batch_size, "batch_size", 1, "windows per forward pass")
+    batch_size = check_int(batch_size, "batch_size", 1, "windows per forward pass")
     add_start_token, progress = check_flag(add_start_token, "add_start_token"), check_flag(progress, "progress")
     if max_length is not None:  # checked before anything is loaded
         max_length, stride = check_window_lengths(max_length, max_length if stride is None else stride)
@@ -305,14 +288,14 @@ def score_texts(
     ]
 
 
-class SumsMetric(_SumsOnlyMetric):
+class TextScoringMetric(SumsMetric):
     """:class:`.sums.SumsMetric` whose ``compute(predictions=texts, model_id=...)`` scores with :func:`score_texts`."""
 
     score_texts = staticmethod(score_texts)
 
 
-def sums_from_compute_args(
+def text_sums_from_compute_args(
     predictions, references, kwargs: dict, count_name: str, optional_counts: Sequence[str] = ()
 ) -> dict:
     """:func:`.sums.sums_from_compute_args` with texts scored by :func:`score_texts`."""
-    return _sums_from_compute_args(predictions, references, kwargs, count_name, optional_counts, score_texts)
+    return sums_from_compute_args(predictions, references, kwargs, count_name, optional_counts, score_texts)

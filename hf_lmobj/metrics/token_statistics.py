@@ -12,14 +12,16 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import datasets
 import numpy as np
 import torch
-from transformers import PreTrainedModel
 
 from hf_lmobj.metrics.scoring import full_vocab_logits, model_vocab_size
 
-__all__ = ["target_token_accuracy", "unigram_entropy"]
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @torch.no_grad()

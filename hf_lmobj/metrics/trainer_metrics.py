@@ -46,11 +46,9 @@ import datasets
 import numpy as np
 import torch
 
+from hf_lmobj.checks import check_count, check_counts, check_flag, check_labels
 from hf_lmobj.losses.functional import token_nll
 from hf_lmobj.metrics.sums import count_words, exp_or_inf
-from hf_lmobj.validation import check_count, check_counts, check_flag, check_labels
-
-__all__ = ["mean_nll_and_perplexity", "LanguageModelingMetrics"]
 
 
 def mean_nll_and_perplexity(nll: float, num_targets: float, what: str = "the eval set") -> tuple[float, float]:

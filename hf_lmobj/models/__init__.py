@@ -9,7 +9,8 @@ its depth modules :mod:`.mtp_blocks`, its targets :mod:`.mtp_targets`), :mod:`.e
 (``ElectraPretrainingModel``: a masked-LM generator and a replaced-token discriminator; what it
 scores :mod:`.electra_loss`) and :mod:`.auxiliary_model` (``AuxiliaryModel``, the base of both: the
 stock model's face to ``transformers.Trainer``). ``AuxiliaryObjectiveTrainer``
-(:mod:`hf_lmobj.trainer.auxiliary`) trains them.
+(:mod:`hf_lmobj.trainer.auxiliary`) trains them. What any stock model's head and shards are, for a loss on
+hidden states: :mod:`.head` (``linear_head``, ``capture_head``) and :mod:`.sharding` (``DTensor`` parameters).
 
 Example:
     >>> from transformers import GPT2Config, GPT2LMHeadModel
@@ -20,11 +21,16 @@ Example:
     (True, 32)
 """
 
-from hf_lmobj.models.auxiliary_model import AuxiliaryModel
-from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
-from hf_lmobj.models.electra_loss import ElectraPretrainingOutput, electra_loss
-from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
-from hf_lmobj.models.mtp_targets import multi_token_targets
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.models.auxiliary_model import AuxiliaryModel
+    from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
+    from hf_lmobj.models.electra_loss import ElectraPretrainingOutput, electra_loss
+    from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
+    from hf_lmobj.models.mtp_targets import multi_token_targets
 
 __all__ = [
     "AuxiliaryModel",
@@ -36,3 +42,5 @@ __all__ = [
     "ElectraPretrainingOutput",
     "electra_loss",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

@@ -34,8 +34,6 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
-__all__ = ["AuxiliaryModel", "split_state_dict"]
-
 
 class AuxiliaryModel(nn.Module):
     """Base class of the auxiliary-objective wrappers (see the module docstring)."""

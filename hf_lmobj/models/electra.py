@@ -70,6 +70,7 @@ from transformers import (
     ElectraForPreTraining,
 )
 
+from hf_lmobj.checks import check_id_range, check_labels, check_length, check_number
 from hf_lmobj.collators.seeding import example_key
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.files import write_atomic
@@ -81,17 +82,8 @@ from hf_lmobj.models.electra_loss import (
     sample_replacements,
     selected_positions,
 )
-from hf_lmobj.validation import check_id_range, check_labels, check_length, check_number
-
-__all__ = [
-    "GENERATOR_FOLDER",
-    "ELECTRA_CONFIG_NAME",
-    "ElectraPretrainingConfig",
-    "SHARED_FIELDS",
-    "check_not_tensor_parallel",
-    "generator_config",
-    "ElectraPretrainingModel",
-]
+from hf_lmobj.models.head import capture_head
+from hf_lmobj.models.sharding import mesh_model_parallel_size
 
 GENERATOR_FOLDER = "generator"  # beside the discriminator's files
 ELECTRA_CONFIG_NAME = "electra_pretraining.json"  # in the generator folder
@@ -164,9 +156,6 @@ def check_not_tensor_parallel(*models: nn.Module) -> None:
     FSDP2 and DDP are fine. Example:
         >>> check_not_tensor_parallel(nn.Linear(2, 2))  # no DTensor parameters
     """
-    # not at the top: hf_lmobj.trainer imports hf_lmobj.models (no cycle at import time)
-    from hf_lmobj.trainer.sharding import mesh_model_parallel_size
-
     for model in models:
         degree = max(getattr(model, "tp_size", None) or 1, mesh_model_parallel_size(model))
         if degree > 1:
@@ -294,9 +283,6 @@ class ElectraPretrainingModel(AuxiliaryModel):
         sampling_step = check_length(sampling_step, "sampling_step", -1, why="the training step; -1 in evaluation")
         flat = selected_positions(labels, masked_positions)  # (M,) checked before anything runs
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        # not at the top: hf_lmobj.trainer imports hf_lmobj.models (no cycle at import time)
-        from hf_lmobj.trainer.objectives import capture_head
-
         head = self.generator.get_output_embeddings()
         with capture_head(head, lambda hidden: hidden) as got:  # the head's input, no (B, T, V) logits
             self.generator(input_ids=input_ids, attention_mask=attention_mask, **extra)

@@ -18,20 +18,11 @@ import torch
 import torch.nn.functional as F
 from transformers.utils import ModelOutput
 
+from hf_lmobj.checks import check_number
 from hf_lmobj.collators.seeding import example_generator
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.losses.functional import token_losses
 from hf_lmobj.losses.head_chunks import HeadLossOptions
-from hf_lmobj.validation import check_number
-
-__all__ = [
-    "rtd_positions",
-    "selected_positions",
-    "count_electra_targets",
-    "sample_replacements",
-    "ElectraPretrainingOutput",
-    "electra_loss",
-]
 
 
 def rtd_positions(batch: Mapping[str, Any]) -> torch.Tensor:

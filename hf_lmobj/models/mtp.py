@@ -61,6 +61,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
 )
 
+from hf_lmobj.checks import check_length, check_number
 from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel, split_state_dict
 from hf_lmobj.models.mtp_blocks import MTPModule, _initialize
@@ -68,18 +69,6 @@ from hf_lmobj.models.mtp_targets import (
     count_multi_token_targets,
     document_positions,
 )
-from hf_lmobj.validation import check_length, check_number
-
-__all__ = [
-    "MTPArchitecture",
-    "MTP_ARCHITECTURES",
-    "MTP_FOLDER",
-    "MTP_CONFIG_NAME",
-    "MTP_WEIGHTS_NAME",
-    "MTPConfig",
-    "check_causal_lm",
-    "MultiTokenPredictionModel",
-]
 
 MTPArchitecture = Literal["sequential", "parallel"]
 MTP_ARCHITECTURES: tuple[str, ...] = ("sequential", "parallel")

@@ -24,8 +24,6 @@ from hf_lmobj.packing.masks import block_attention_mask
 if TYPE_CHECKING:
     from hf_lmobj.models.mtp import MTPConfig
 
-__all__ = ["CausalBlock", "MTPModule"]
-
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding of x (B, heads, T, d) with cos / sin (B, 1, T, d / 2)."""

@@ -1,7 +1,7 @@
 """Multi-token prediction targets: depth ``k`` of position ``t`` is the token ``t + k + 1`` of the same document.
 
 Targets come from the batch's next-token targets (``shift_labels``, else ``labels`` shifted, as
-:func:`hf_lmobj.trainer.objectives.objective_targets` reads them). Depth 0 is exactly those targets
+:func:`hf_lmobj.losses.targets.objective_targets` reads them). Depth 0 is exactly those targets
 (the stock model's objective, what ``ObjectiveTrainer`` trains and evaluation scores). Depth
 ``k >= 1`` is them shifted ``k`` further, and -100 wherever the target token lies past the row end,
 in another document than the predicting position, on padding (``attention_mask`` 0), or was -100
@@ -36,18 +36,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_lmobj.checks import check_id_range, check_labels, check_length
 from hf_lmobj.constants import IGNORE_INDEX
+from hf_lmobj.losses.targets import objective_targets
 from hf_lmobj.packing.masks import document_ids_from_position_ids
-from hf_lmobj.validation import check_id_range, check_labels, check_length
-
-__all__ = [
-    "document_ids",
-    "real_tokens",
-    "shifted_targets",
-    "multi_token_targets",
-    "count_multi_token_targets",
-    "document_positions",
-]
 
 _ANY_ID = torch.iinfo(torch.int64).max  # no vocabulary given: only the dtype, the shape and -100 are checked
 
@@ -78,9 +70,6 @@ def _next_targets(batch: Mapping[str, Any], ids: torch.Tensor, vocab_size: int |
         raise ValueError(f"a causal batch needs 'labels' or 'shift_labels' (got keys {sorted(batch)})")
     num_classes = _ANY_ID if vocab_size is None else vocab_size
     check_labels(batch[field], field, num_classes, shape=ids.shape, shape_of="input_ids' shape")
-    # not at the top: hf_lmobj.trainer imports hf_lmobj.models (no cycle at import time)
-    from hf_lmobj.trainer.objectives import objective_targets
-
     return objective_targets("causal", batch).long()  # (B, T)
 
 

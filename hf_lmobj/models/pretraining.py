@@ -35,21 +35,12 @@ from typing import Any, ClassVar
 from torch import nn
 from transformers import ElectraConfig, PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_length, check_number
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel
 from hf_lmobj.models.electra import ElectraPretrainingConfig, ElectraPretrainingModel
 from hf_lmobj.models.mtp import MTP_ARCHITECTURES, MTP_FOLDER, MTPConfig, MultiTokenPredictionModel
 from hf_lmobj.models.stock import ModelArguments, build_model, resolve_model_type
 from hf_lmobj.objectives import get_objective, objective_of_variant
-from hf_lmobj.validation import check_length, check_number
-
-__all__ = [
-    "AUXILIARY_BASE_OBJECTIVE",
-    "AuxiliaryArguments",
-    "build_pretraining_model",
-    "check_auxiliary_fits",
-    "token_predictor",
-    "auxiliary_hyperparameters",
-]
 
 #: auxiliary objective -> the pre-training objective (``DataArguments.objective``) it rides on
 AUXILIARY_BASE_OBJECTIVE = {aux: objective_of_variant(aux).name for aux in ("mtp", "electra")}

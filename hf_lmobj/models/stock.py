@@ -28,19 +28,8 @@ import transformers
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_length, check_name, check_number
 from hf_lmobj.objectives import OBJECTIVES, get_objective
-from hf_lmobj.validation import check_length, check_name, check_number
-
-__all__ = [
-    "OBJECTIVE_ARCHITECTURES",
-    "ModelArguments",
-    "build_model",
-    "resolve_model_type",
-    "position_limit",
-    "rotary_positions",
-    "model_position_limit",
-    "check_positions",
-]
 
 #: Pre-training objective -> the model types built from config for it (the first is the default).
 OBJECTIVE_ARCHITECTURES = {name: spec.architectures for name, spec in OBJECTIVES.items() if spec.architectures}

@@ -11,8 +11,13 @@ Example:
     [False, False, True]
 """
 
-from hf_lmobj.optim.arguments import OptimizerArguments, optimizer_cls_and_kwargs
-from hf_lmobj.optim.muon import MuonAdamW, MuonAdamWFactory, muon_param_groups, orthogonalize
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.optim.arguments import OptimizerArguments, optimizer_cls_and_kwargs
+    from hf_lmobj.optim.muon import MuonAdamW, MuonAdamWFactory, muon_param_groups, orthogonalize
 
 __all__ = [
     "MuonAdamW",
@@ -22,3 +27,5 @@ __all__ = [
     "OptimizerArguments",
     "optimizer_cls_and_kwargs",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

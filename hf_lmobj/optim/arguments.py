@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
-
-from transformers import TrainingArguments
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hf_lmobj.optim.muon import MuonAdamWFactory
 
-__all__ = ["OPTIMIZERS", "OptimizerArguments", "optimizer_cls_and_kwargs"]
+if TYPE_CHECKING:
+    from transformers import TrainingArguments
 
 OPTIMIZERS = ("trainer", "muon")
 

@@ -41,9 +41,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hf_lmobj.validation import check_flag, check_length, check_number
-
-__all__ = ["MuonAdamW", "MuonAdamWFactory", "check_hyperparameters", "muon_param_groups", "orthogonalize"]
+from hf_lmobj.checks import check_flag, check_length, check_number
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # Jordan's quintic: fast growth of small singular values
 RMS_MATCH = 0.2  # Moonlight: Muon's update RMS set to AdamW's typical 0.2-0.4

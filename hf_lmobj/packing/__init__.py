@@ -21,11 +21,16 @@ Example:
      'seq_lengths': [[4], [3, 2]]}
 """
 
-from hf_lmobj.packing.bins import best_fit_decreasing, best_fit_placement, chunk_lengths, packing_efficiency
-from hf_lmobj.packing.dataset import STRATEGIES, pack_dataset, pack_documents
-from hf_lmobj.packing.masks import block_attention_mask, document_ids_from_position_ids, flash_attention_kwargs
-from hf_lmobj.packing.pieces import document_pieces, split_documents
-from hf_lmobj.packing.rows import Layout, PackingStats, pack_layout, packing_stats
+from typing import TYPE_CHECKING
+
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.packing.bins import best_fit_decreasing, best_fit_placement, chunk_lengths, packing_efficiency
+    from hf_lmobj.packing.dataset import STRATEGIES, pack_dataset, pack_documents
+    from hf_lmobj.packing.masks import block_attention_mask, document_ids_from_position_ids, flash_attention_kwargs
+    from hf_lmobj.packing.pieces import document_pieces, split_documents
+    from hf_lmobj.packing.rows import Layout, PackingStats, pack_layout, packing_stats
 
 __all__ = [
     # bins
@@ -49,3 +54,5 @@ __all__ = [
     "document_pieces",
     "split_documents",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)

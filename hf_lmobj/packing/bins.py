@@ -20,8 +20,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["chunk_lengths", "best_fit_decreasing", "best_fit_placement", "packing_efficiency"]
-
 
 def chunk_lengths(length: int, max_length: int) -> list[int]:
     """Split a document of ``length`` tokens into chunks of at most ``max_length`` (none dropped).

@@ -65,21 +65,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hf_lmobj.checks import check_length, id_column
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.packing.rows import MIN_ROW_LENGTH, ROW_NEEDS, Layout, pack_layout
-from hf_lmobj.validation import check_length, id_column
-
-__all__ = [
-    "STRATEGIES",
-    "PACKED_COLUMNS",
-    "DatasetT",
-    "PackedRows",
-    "fixed_layout",
-    "mask_dtype",
-    "packed_rows",
-    "pack_documents",
-    "pack_dataset",
-]
 
 STRATEGIES = ("best_fit", "fixed")
 PACKED_COLUMNS = ("input_ids", "attention_mask", "labels", "seq_lengths")

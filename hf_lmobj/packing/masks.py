@@ -24,8 +24,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["document_ids_from_position_ids", "block_attention_mask", "flash_attention_kwargs"]
-
 
 def document_ids_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor:
     """Number the documents of each row: a new document starts wherever ``position_ids == 0``.

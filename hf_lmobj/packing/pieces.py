@@ -1,4 +1,4 @@
-"""Documents cut into pieces that fit a row: at clean token boundaries with each piece's text, or in equal parts.
+"""Documents cut into pieces that fit a row: at clean token boundaries with each piece's text, or near-equal.
 
 A document longer than a row is cut before it is transformed (FIM, denoising) so that each piece
 is transformed within one row and no transformed span crosses pieces. :func:`document_pieces`
@@ -26,10 +26,8 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from hf_lmobj.checks import check_length
 from hf_lmobj.plain_text import check_texts, encode_plain_with_offsets
-from hf_lmobj.validation import check_length
-
-__all__ = ["piece_bounds", "document_pieces", "split_documents"]
 
 
 def piece_bounds(clean: np.ndarray, max_tokens: int) -> list[int]:

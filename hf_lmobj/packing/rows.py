@@ -33,20 +33,6 @@ import torch
 from hf_lmobj.constants import IGNORE_INDEX, round_up
 from hf_lmobj.packing.bins import best_fit_placement
 
-__all__ = [
-    "MIN_ROW_LENGTH",
-    "ROW_NEEDS",
-    "AssembledRows",
-    "Layout",
-    "PackingStats",
-    "chunk_documents",
-    "pack_layout",
-    "next_fit_layout",
-    "stack_layouts",
-    "assemble_rows",
-    "packing_stats",
-]
-
 #: Rows (``max_length``) shorter than 2 tokens have no next-token target: a chunk's first token is not trained.
 MIN_ROW_LENGTH = 2
 ROW_NEEDS = "a row needs a token and the next one to train on; shorter chunks have no target"
@@ -108,9 +94,9 @@ def chunk_documents(
     starts, lengths = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     if max_length is None or not lengths.size or int(lengths.max()) <= max_length:
         return starts, lengths, np.arange(lengths.size)
-    pieces = -(-lengths // max_length)  # (D,) chunks per document
-    document = np.repeat(np.arange(lengths.size), pieces)  # (C,)
-    rank = np.arange(document.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)  # (C,) chunk index in its doc
+    per_doc = -(-lengths // max_length)  # (D,) chunks per document
+    document = np.repeat(np.arange(lengths.size), per_doc)  # (C,)
+    rank = np.arange(document.size) - np.repeat(np.cumsum(per_doc) - per_doc, per_doc)  # (C,) chunk index in its doc
     chunk_starts = starts[document] + rank * max_length
     chunk_lengths = np.minimum(max_length, lengths[document] - rank * max_length)
     return chunk_starts, chunk_lengths, document

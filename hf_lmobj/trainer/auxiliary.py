@@ -65,13 +65,11 @@ from hf_lmobj.metrics.trainer_metrics import mean_nll_and_perplexity
 from hf_lmobj.models.auxiliary_model import AuxiliaryModel
 from hf_lmobj.models.electra import ElectraPretrainingModel
 from hf_lmobj.models.electra_loss import electra_loss
+from hf_lmobj.models.head import base_model_of, capture_head, linear_head
 from hf_lmobj.models.mtp import MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
 from hf_lmobj.objectives import objective_of_variant
-from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.objectives import base_model_of, capture_head, check_objective, linear_head, model_inputs
-
-__all__ = ["Auxiliary", "AUXILIARY_OBJECTIVES", "EVAL_SAMPLING_STEP", "AuxiliaryObjectiveTrainer"]
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, check_objective, model_inputs
 
 Auxiliary = Literal["mtp", "electra"]
 AUXILIARY_OBJECTIVES: dict[type, tuple[str, str]] = {  # model class -> (auxiliary name, the objective it rides on)

@@ -51,19 +51,6 @@ from hf_lmobj.trainer.state_files import (
     read_trainer_state,
 )
 
-__all__ = [
-    "REQUIRED_FILES",
-    "checkpoint_folders",
-    "latest_complete_checkpoint",
-    "write_complete_marker",
-    "check_checkpoint",
-    "write_data_state",
-    "check_fingerprint",
-    "WEIGHT_FILES",
-    "trained_max_steps",
-    "load_checkpoint_weights",
-]
-
 #: What a resume that continues the run exactly needs, besides the model (what each file restores).
 REQUIRED_FILES = {
     "optimizer.pt": "the optimizer state (moments; without it the update after resuming differs)",

@@ -30,19 +30,7 @@ from typing import ClassVar
 import torch
 from transformers import TrainerCallback
 
-from hf_lmobj.validation import check_length, check_number
-
-__all__ = [
-    "PROC_STAT",
-    "RuntimeArguments",
-    "CpuSample",
-    "available_cpus",
-    "read_sample",
-    "other_load",
-    "free_threads",
-    "AdaptiveThreadsCallback",
-    "thread_control",
-]
+from hf_lmobj.checks import check_length, check_number
 
 PROC_STAT = Path("/proc/stat")
 

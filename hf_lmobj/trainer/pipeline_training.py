@@ -39,16 +39,6 @@ from hf_lmobj.trainer.checkpoints import (
 )
 from hf_lmobj.trainer.state_files import DATA_STATE_NAME, read_data_state
 
-__all__ = [
-    "tensors_only",
-    "pipeline_loader",
-    "data_fingerprint",
-    "checked_resume",
-    "replay_free",
-    "finish_checkpoint",
-    "source_token_counts",
-]
-
 
 class _TensorsOnly:
     """A collator without its non-tensor entries (``use_cache``), which accelerate's dispatcher cannot send."""

@@ -40,11 +40,11 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from transformers import TrainingArguments
 from transformers.utils import logging
 
+from hf_lmobj.checks import check_count, check_flag, check_number
 from hf_lmobj.files import read_json, write_atomic
 from hf_lmobj.trainer.checkpoints import (
     WEIGHT_FILES,
@@ -55,18 +55,9 @@ from hf_lmobj.trainer.checkpoints import (
 )
 from hf_lmobj.trainer.state_files import COMPLETE_NAME, TRAINER_STATE_NAME
 from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
-from hf_lmobj.validation import check_count, check_flag, check_number
 
-__all__ = [
-    "RUN_DECISIONS_NAME",
-    "ResumeArguments",
-    "ResumePlan",
-    "plan_resume",
-    "read_run_decisions",
-    "keep_first_start_steps",
-    "begin_new_run",
-    "step_budget",
-]
+if TYPE_CHECKING:
+    from transformers import TrainingArguments
 
 logger = logging.get_logger(__name__)
 

@@ -41,20 +41,6 @@ from transformers.trainer_pt_utils import safe_globals
 
 from hf_lmobj.files import read_json
 
-__all__ = [
-    "COMPLETE_NAME",
-    "DATA_STATE_NAME",
-    "TRAINER_STATE_NAME",
-    "TORCH_STATE_FILES",
-    "RESUME_FIX",
-    "check_state_files",
-    "read_trainer_state",
-    "read_complete_marker",
-    "read_data_state",
-    "check_torch_state",
-    "check_safetensors",
-]
-
 #: The completion marker, written last by ObjectiveTrainer: the step and the files of a whole checkpoint.
 COMPLETE_NAME = "checkpoint_complete.json"
 #: The data pipeline's position, written by ObjectiveTrainer when it trains on a PretrainingStream.

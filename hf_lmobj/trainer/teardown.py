@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import gc
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import Trainer
+
+if TYPE_CHECKING:
+    from transformers import Trainer
 
 
 def close_distributed(trainer: Trainer | None = None) -> None:

@@ -25,17 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hf_lmobj.validation import check_length, check_number
-
-__all__ = [
-    "STEP_OVERHEAD",
-    "STEP_FIXED_SECONDS",
-    "StepBudget",
-    "steps_within",
-    "time_training_steps",
-    "time_optimizer_step",
-    "fit_max_steps_to_budget",
-]
+from hf_lmobj.checks import check_length, check_number
 
 #: What a training-loop step costs on top of the fastest timed forward + backward + optimizer update: a
 #: share (clipping, evaluation) and a fixed part (data loading, callbacks, Python), as measured on the

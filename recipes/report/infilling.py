@@ -21,8 +21,6 @@ from hf_lmobj.data.prepare_fim import DEFAULT_INFILL_CASES, FimArguments
 from hf_lmobj.fim.evaluation import InfillingCase, evaluate_infilling, single_line_cases
 from hf_lmobj.fim.report import best_infill, comparison_lines
 
-__all__ = ["infilling_cases", "validation_infilling", "infilling_metrics", "print_fim_comparison"]
-
 
 def infilling_cases(split: datasets.Dataset, text_column: str, fim_args: FimArguments) -> list[InfillingCase]:
     """The validation split's single-line infilling cases (none when ``infill_cases`` is 0), drawn before

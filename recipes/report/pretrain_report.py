@@ -35,14 +35,6 @@ from .report_arguments import ReportArguments
 if TYPE_CHECKING:
     from ..runtime.pretrain_run import Run
 
-__all__ = [
-    "baseline_key",
-    "score_validation_texts",
-    "baseline_bits_per_byte",
-    "sample_continuation",
-    "write_and_report",
-]
-
 
 def baseline_key(name: str) -> str:
     """The metrics.json key of a baseline's bits per byte (``xz -9e`` -> ``baseline_xz_9e_bits_per_byte``)."""

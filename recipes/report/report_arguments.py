@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hf_lmobj.checks import check_length, check_number, check_seed
 from hf_lmobj.models.stock import check_positions
-from hf_lmobj.validation import check_length, check_number, check_seed
-
-__all__ = ["NGRAM_MAX_ORDER", "ReportArguments", "check_ngram_orders", "check_report_fits"]
 
 #: The highest Kneser-Ney order the report fits: each order adds a count table as large as the training tokens.
 NGRAM_MAX_ORDER = 16

@@ -34,8 +34,6 @@ from typing import Any
 
 from hf_lmobj.files import write_atomic
 
-__all__ = ["METRICS_NAME", "AfterTrainingError", "write_metrics", "save_trained_model", "nothing_lost"]
-
 METRICS_NAME = "metrics.json"
 
 

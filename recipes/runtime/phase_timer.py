@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["PhaseTimer"]
-
 
 @dataclass
 class PhaseTimer:

@@ -49,8 +49,6 @@ from hf_lmobj.trainer.cpu_threads import RuntimeArguments
 from ..report.report_arguments import ReportArguments, check_report_fits
 from .run_checks import check_training_arguments
 
-__all__ = ["check_pretrain_arguments", "configured_positions", "check_built_model"]
-
 
 def check_pretrain_arguments(
     data_args: DataArguments,

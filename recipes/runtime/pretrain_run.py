@@ -19,8 +19,6 @@ from hf_lmobj.trainer.time_budget import StepBudget
 from ..report.report_arguments import ReportArguments
 from .phase_timer import PhaseTimer
 
-__all__ = ["ARGUMENT_CLASSES", "PretrainArguments", "Run"]
-
 #: The argument dataclasses of ``recipes/pretrain.py``, in :class:`PretrainArguments` order.
 ARGUMENT_CLASSES = (
     DataArguments,

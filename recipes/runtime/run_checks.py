@@ -21,9 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hf_lmobj.validation import SEED_LIMIT, check_length, check_number
-
-__all__ = ["check_training_arguments", "check_output_dir"]
+from hf_lmobj.checks import SEED_LIMIT, check_length, check_number
 
 
 def check_training_arguments(args: Any, needs_max_steps: str | None = None) -> None:

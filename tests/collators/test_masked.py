@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from transformers import ModernBertForMaskedLM, RobertaForMaskedLM, Trainer, TrainingArguments
 
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
+from hf_lmobj.collators.epoch_callback import CollatorEpochCallback
 from hf_lmobj.collators.masked import DataCollatorForMaskedLM
-from hf_lmobj.collators.seeding import CollatorEpochCallback
 from tests.testing_utils import assert_each_document_alone, packed_documents, tiny_bert
 
 #: select every eligible token and keep it as is: the inputs come out unchanged (layout tests)

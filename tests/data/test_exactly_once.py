@@ -1,6 +1,7 @@
 """Over one epoch every document is trained exactly once, on 1 and 2 processes, with 0 and 2 workers.
 
-Each run is a real ``torchrun`` of ``tests/scripts/pipeline_epoch.py`` (ObjectiveTrainer, gloo); every
+Each run is ``tests/scripts/pipeline_epoch.py`` (ObjectiveTrainer, gloo) on ranks forked from the test process
+(``tests.distributed.run_ranks``; its DataLoader workers are forked from each rank, as under torchrun); every
 rank records the documents of the rows it trained. Together they must be the corpus exactly (no
 document missing, none twice), and every rank must take the same number of optimizer steps.
 """
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from pipeline_epoch import documents
+from pipeline_epoch import documents, main
 
 from hf_lmobj.corpus import build_tokenizer
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
 
-SCRIPT = SCRIPTS / "pipeline_epoch.py"
+preload("transformers.models.gpt2.modeling_gpt2")
 
 
 @pytest.mark.slow
@@ -22,7 +23,7 @@ SCRIPT = SCRIPTS / "pipeline_epoch.py"
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("source", ["dataset", "stream", "store"])
 def test_every_document_once_per_epoch_and_ranks_in_step(tmp_path, source, workers, processes):
-    torchrun(SCRIPT, processes, str(tmp_path), source, str(workers), timeout=300)
+    run_ranks(main, processes, str(tmp_path), source, workers)
     records = [torch.load(tmp_path / f"rank{r}.pt") for r in range(processes)]
     trained = sorted(doc for record in records for doc in record["documents"])
     expected = sorted(tuple(doc) for doc in documents(build_tokenizer(vocab_size=512, max_documents=20)))
@@ -39,5 +40,5 @@ def test_pack_dataset_stream_with_the_collator_defaults_trains_under_accelerate_
     accelerate dispatches an IterableDataset's batches by default: they must be tensors only (no
     use_cache bool) and of one width (max_length), or the first step fails.
     """
-    torchrun(SCRIPT, 2, str(tmp_path), "dispatch", "0", timeout=300)
+    run_ranks(main, 2, str(tmp_path), "dispatch", 0)
     assert all(torch.load(tmp_path / f"rank{r}.pt")["steps"] == 3 for r in range(2))

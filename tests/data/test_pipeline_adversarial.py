@@ -10,9 +10,9 @@ import pytest
 from hf_lmobj import DataCollatorForCausalLM
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import DatasetSource, PipelineLoader, PretrainingStream, RowFormat, TextStream, ghost_batch
+from hf_lmobj.data.block_rows import block_layout, row_feature, shuffle_rows
 from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights, normalized_weights
 from hf_lmobj.data.planned import EpochPlan, epoch_rng
-from hf_lmobj.data.rows import block_layout, row_feature, shuffle_rows
 from hf_lmobj.data.sources import encode_texts_as_documents
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.data.transforms import FimPieces

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hf_lmobj.data.block_rows import RowFormat
 from hf_lmobj.data.planned import EpochPlan
-from hf_lmobj.data.rows import RowFormat
 
 
 def _plan(seed=0, shuffle=True):

@@ -1,18 +1,20 @@
 """After a stop and a resume (once or twice) every later loss, grad norm and the final weights are bit-equal.
 
-Each case is a real ``torchrun`` of ``tests/scripts/pipeline_resume.py``: a 12-step run whole, and the
-same run stopped at step 4 and 8 (or 6) and resumed from its checkpoint in fresh Trainers; the data
-continues from the checkpoint's ``data_state.json`` without replaying a batch.
+Each case is ``tests/scripts/pipeline_resume.py`` on ranks forked from the test process
+(``tests.distributed.run_ranks``): a 12-step run whole, and the same run stopped at step 4 and 8 (or 6) and
+resumed from its checkpoint in fresh Trainers; the data continues from the checkpoint's ``data_state.json``
+without replaying a batch.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from pipeline_resume import main
 
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
 
-SCRIPT = SCRIPTS / "pipeline_resume.py"
+preload(*(f"transformers.models.{name}.modeling_{name}" for name in ("gpt2", "bert", "t5")))
 CASES = [  # (objective, source, workers, processes, plan)
     ("causal", "dataset", 0, 1, "4,8,12"),
     ("causal", "stream", 2, 1, "6,12"),
@@ -29,7 +31,7 @@ CASES = [  # (objective, source, workers, processes, plan)
 def _record(tmp_path, name, *args):
     out = tmp_path / name
     out.mkdir()
-    torchrun(SCRIPT, args[3], str(out), *map(str, args[:3]), args[4], timeout=400)
+    run_ranks(main, args[3], str(out), *args[:3], args[4], timeout=400)
     return torch.load(out / "record.pt")
 
 
@@ -65,8 +67,8 @@ def test_a_planned_source_resumes_on_another_world_size(tmp_path, monkeypatch, o
     whole = _record(tmp_path, "whole", objective, "store", 0, before, "12")
     first = tmp_path / "elastic"
     first.mkdir()
-    torchrun(SCRIPT, before, str(first), objective, "store", "0", "6", timeout=400)
-    torchrun(SCRIPT, after, str(first), objective, "store", "0", "resume:6,12", timeout=400)
+    run_ranks(main, before, str(first), objective, "store", 0, "6", timeout=400)
+    run_ranks(main, after, str(first), objective, "store", 0, "resume:6,12", timeout=400)
     resumed = torch.load(first / "record.pt")
     assert resumed["steps"] == 12
     for step in range(7, 13):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_lmobj.data.rows import RowFormat, block_layout, row_feature, shuffle_rows
+from hf_lmobj.data.block_rows import RowFormat, block_layout, row_feature, shuffle_rows
 
 
 def _docs(lengths, seed=0):

@@ -1,6 +1,6 @@
 """Vocab-parallel (tensor-parallel) ``linear_cross_entropy``: 2 gloo CPU ranks against one process.
 
-The script (``vocab_parallel_step.py``, run once per module under torchrun with a timeout) shards a random
+The script (``vocab_parallel_step.py``, run once per module on 2 ranks forked by ``tests.distributed.run_ranks``) shards a random
 head ``[V, H]`` (V = 16 and the uneven V = 15) with ``distribute_tensor(..., [Shard(0)])`` and as a plain
 local shard with ``process_group=`` / ``vocab_start=``, and compares the loss and the gradients of the
 hidden states, the weight shard and the bias shard with the single-process loss on the full head, with
@@ -15,18 +15,19 @@ import json
 
 import pytest
 import torch
+from vocab_parallel_step import main
 
 from hf_lmobj.losses import linear_cross_entropy, linear_token_losses
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
 
-SCRIPT = SCRIPTS / "vocab_parallel_step.py"
+preload("transformers.models.llama.modeling_llama")
 FP32 = 1e-5
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("vocab_parallel")
-    torchrun(SCRIPT, 2, str(out), timeout=300)
+    run_ranks(main, 2, str(out), timeout=300)
     return [json.loads((out / f"result_rank{r}.json").read_text()) for r in range(2)]
 
 

@@ -37,6 +37,6 @@ def test_texts_without_a_scorer_are_refused_by_name():
 def test_scoring_keeps_the_first_release_behaviour_of_its_names():
     from hf_lmobj.metrics import scoring
 
-    assert scoring.SumsMetric.score_texts is scoring.score_texts  # texts scored, as before the split
+    assert scoring.TextScoringMetric.score_texts is scoring.score_texts  # texts scored, as before the split
     with pytest.raises(ValueError, match="exactly one of model_id"):  # reaches the scorer's checks, not "sums only"
-        scoring.sums_from_compute_args(["a text"], None, {}, "num_tokens")
+        scoring.text_sums_from_compute_args(["a text"], None, {}, "num_tokens")

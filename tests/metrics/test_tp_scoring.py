@@ -1,6 +1,6 @@
 """Scoring, the sampler and greedy generation with a tensor-parallel head (TP = 2, gloo CPU) equal one process.
 
-``tests/scripts/tp_eval_step.py`` runs under torchrun with a timeout; in-process cases cover the refusal of a
+``tests/scripts/tp_eval_step.py`` runs on 2 ranks forked by ``tests.distributed.run_ranks``; in-process cases cover the refusal of a
 vocabulary shard and the gathering of a ``DTensor`` on a one-rank mesh.
 """
 
@@ -11,16 +11,19 @@ import json
 import pytest
 import torch
 from torch import nn
+from tp_eval_step import main as tp_eval_main
 
 from hf_lmobj.metrics.scoring import full_vocab_logits, model_vocab_size, score_texts
 from hf_lmobj.metrics.token_statistics import target_token_accuracy
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
+
+preload("transformers.models.llama.modeling_llama")
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("tp_eval")
-    torchrun(SCRIPTS / "tp_eval_step.py", 2, str(out), timeout=300)
+    run_ranks(tp_eval_main, 2, str(out), timeout=300)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 

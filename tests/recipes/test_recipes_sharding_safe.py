@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -72,19 +73,30 @@ def _calls(nodes: list[ast.stmt], functions: dict[str, ast.FunctionDef], seen: s
     return called
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
-def test_no_collective_runs_inside_a_main_process_block(recipe):
+def _main_only_collectives(recipe: Path, support: dict[str, ast.FunctionDef]) -> list[str]:
+    """``"<recipe>:<line> calls [...]"`` for each main-process-only block of ``recipe`` that reaches a collective
+    (through the recipe's own functions and ``support``'s, the support modules' functions)."""
     tree = ast.parse(recipe.read_text())
-    functions = {  # the recipe's own functions and the support modules' it may call
+    functions = {**support, **{f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _main_only(node.test):
+            if called := sorted(_calls(node.body, functions, set()) & COLLECTIVES):
+                found.append(f"{recipe.name}:{node.lineno} calls {called}")
+    return found
+
+
+def test_no_collective_runs_inside_a_main_process_block():
+    """One item for the rule over every recipe: its failure lists every offending block."""
+    assert RECIPES, "no recipe found: the check would be vacuous"
+    support = {
         f.name: f
-        for module in (*SUPPORT, recipe)
+        for module in SUPPORT
         for f in ast.walk(ast.parse(module.read_text()))
         if isinstance(f, ast.FunctionDef)
     }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _main_only(node.test):
-            found = _calls(node.body, functions, set()) & COLLECTIVES
-            assert not found, f"{recipe.name}:{node.lineno} calls {sorted(found)} on the main process only"
+    found = [hit for recipe in RECIPES for hit in _main_only_collectives(recipe, support)]
+    assert not found, f"collectives on the main process only: {found}"
 
 
 def test_every_collective_named_is_a_real_callable():
@@ -95,12 +107,12 @@ def test_every_collective_named_is_a_real_callable():
 
     import hf_lmobj.metrics.scoring
     import hf_lmobj.metrics.token_statistics
+    import hf_lmobj.models.sharding
     import hf_lmobj.trainer.objective_trainer
-    import hf_lmobj.trainer.sharding
     import hf_lmobj.trainer.teardown
 
     homes = [Trainer, accelerate.Accelerator, dist, hf_lmobj.metrics.scoring, hf_lmobj.metrics.token_statistics,
-             hf_lmobj.trainer.objective_trainer.ObjectiveTrainer, hf_lmobj.trainer.sharding, hf_lmobj.trainer.teardown]  # fmt: skip
+             hf_lmobj.trainer.objective_trainer.ObjectiveTrainer, hf_lmobj.models.sharding, hf_lmobj.trainer.teardown]  # fmt: skip
     recipe_functions = {f.name for module in (*SUPPORT, *RECIPES) for f in ast.walk(ast.parse(module.read_text()))
                         if isinstance(f, ast.FunctionDef)}  # fmt: skip
     missing = [n for n in COLLECTIVES if n not in recipe_functions and not any(hasattr(h, n) for h in homes)]
@@ -119,6 +131,16 @@ def test_the_check_catches_a_rank_zero_save():
     functions = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
     block = next(n for n in ast.walk(tree) if isinstance(n, ast.If))
     assert _main_only(block.test) and "save_model" in _calls(block.body, functions, set())
+
+
+def test_the_rule_lists_each_offending_block_of_a_recipe(tmp_path):
+    recipe = tmp_path / "bad.py"
+    recipe.write_text(
+        "def main(t):\n    if t.is_world_process_zero():\n        _report(t)\n    if t.is_main_process:\n"
+        "        t.evaluate()\n        print('ok')\n"
+    )
+    support = {"_report": ast.parse("def _report(t):\n    t.save_model('x')\n").body[0]}  # a support module's
+    assert _main_only_collectives(recipe, support) == ["bad.py:2 calls ['save_model']", "bad.py:4 calls ['evaluate']"]
 
 
 @pytest.mark.slow

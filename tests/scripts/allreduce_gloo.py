@@ -1,6 +1,6 @@
 """A tiny script for `accelerate launch`: every rank all-reduces (rank + 1) with gloo and prints it.
 
-Used by tests/recipes/test_accelerate_configs.py to check that an accelerate config really starts
+Used by tests/integration/test_accelerate_configs.py to check that an accelerate config really starts
 several communicating processes on this machine:
 
     accelerate launch --config_file recipes/accelerate_configs/multi_process.yaml \

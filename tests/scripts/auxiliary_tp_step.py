@@ -1,6 +1,7 @@
 """Multi-token prediction and ELECTRA under tensor parallelism (TP = 2, gloo CPU), against one process.
 
-Run as ``torchrun --nproc_per_node 2 tests/scripts/auxiliary_tp_step.py OUT_DIR``. Every rank:
+Run on 2 ranks forked by ``tests.distributed.run_ranks(main, 2, OUT_DIR)`` (the tests) or as
+``torchrun --nproc_per_node 2 tests/scripts/auxiliary_tp_step.py OUT_DIR``. Every rank:
 
 * ``mtp/<style>/<architecture>``: a tiny Llama whose ``lm_head.weight`` is a ``Shard(0)`` DTensor, loaded with
   transformers' ``tp_plan="auto"`` (``tp_plan/untied``, ``tp_plan/tied``) or parallelized by hand with torch's
@@ -144,7 +145,6 @@ def electra_case(mesh) -> dict:
 
 
 def main(out_dir: str) -> None:
-
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     torch.set_num_threads(1)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("tp",))
@@ -157,8 +157,8 @@ def main(out_dir: str) -> None:
                 result[f"mtp/{style}/{architecture}"] = error(exc)
     result["electra"] = electra_case(mesh)
     Path(out_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps(result, indent=1, default=str))
-    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_when_every_rank_is_done()

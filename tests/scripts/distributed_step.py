@@ -1,6 +1,7 @@
 """One SGD step with ObjectiveTrainer on the tiny models and hand-built batches of tests/testing_utils.py.
 
-Run under ``torchrun --nproc_per_node N tests/scripts/distributed_step.py OUT.pt`` it trains one step per
+Run on N ranks (``tests.distributed.run_ranks(save_updates, N, OUT.pt, OBJECTIVES, parameter_update)``, as the
+tests do, or ``torchrun --nproc_per_node N tests/scripts/distributed_step.py OUT.pt``) it trains one step per
 objective with ``per_device_train_batch_size=8 // (N * 2)`` and gradient accumulation 2, and
 process 0 saves each model's parameter update to ``OUT.pt``.
 """

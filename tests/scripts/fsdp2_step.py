@@ -1,6 +1,7 @@
 """One ObjectiveTrainer step on a tiny Llama sharded by torch's FSDP2 (``fully_shard``), 2 gloo ranks.
 
-Run as ``torchrun --nproc_per_node 2 tests/scripts/fsdp2_step.py OUT_DIR tied|untied``. Every rank builds the
+Run on 2 ranks forked by ``tests.distributed.run_ranks(main, 2, OUT_DIR, tied)`` (the tests) or as
+``torchrun --nproc_per_node 2 tests/scripts/fsdp2_step.py OUT_DIR tied|untied``. Every rank builds the
 same seeded Llama, keeps an unsharded copy as the reference, shards the copy it trains
 (each decoder layer, the untied head on its own, then the root), and then, through the package's
 own paths:
@@ -32,8 +33,9 @@ from distributed_step import exit_when_every_rank_is_done
 from torch.distributed.fsdp import fully_shard
 from transformers import LlamaForCausalLM, TrainingArguments
 
+from hf_lmobj.losses.targets import count_targets
+from hf_lmobj.models.head import linear_head
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.objectives import count_targets, linear_head
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
 from tests.testing_utils import NUM_ROWS, TINY_IDS, VOCAB, build_rows, stack_rows, tiny_llama  # noqa: E402
@@ -120,8 +122,8 @@ def main(out_dir: str, tied: bool) -> None:
         result["saved_keys_match"] = sorted(loaded.state_dict()) == sorted(want)
         result["tied_after_load"] = loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
         Path(out_dir, "result.json").write_text(json.dumps(result))
-    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2] == "tied")
+    exit_when_every_rank_is_done()

@@ -1,6 +1,7 @@
 """One epoch of a PretrainingStream through ObjectiveTrainer; every rank records the rows it trained.
 
-Run as ``torchrun --nproc_per_node N tests/scripts/pipeline_epoch.py OUT_DIR SOURCE WORKERS`` with SOURCE
+Run on N ranks forked by ``tests.distributed.run_ranks(main, N, OUT_DIR, SOURCE, WORKERS)`` (the tests) or as
+``torchrun --nproc_per_node N tests/scripts/pipeline_epoch.py OUT_DIR SOURCE WORKERS``, with SOURCE
 ``dataset`` (tokenized in-memory Dataset), ``stream`` (streamed text) or ``store`` (a token store);
 rank r writes ``OUT_DIR/rank{r}.pt``: the documents of every trained row (runs of tokens between
 position-id restarts that hold a target), the steps taken and the micro-batches seen. The documents
@@ -20,8 +21,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import datasets
 import numpy as np
 import torch
+from transformers import TrainerCallback, TrainingArguments
+
+from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer, pack_dataset
+from hf_lmobj.corpus import build_tokenizer
+from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat, TextStream
+from hf_lmobj.data.sources import encode_texts_as_documents
+from hf_lmobj.data.token_store_writer import write_token_store
+from hf_lmobj.trainer.teardown import close_distributed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
 from tests.testing_utils import tiny_gpt2  # noqa: E402
@@ -36,23 +46,15 @@ def texts() -> list[str]:
 
 
 def documents(tokenizer) -> list[list[int]]:
-    from hf_lmobj.data.sources import encode_texts_as_documents
-
     return [d.tolist() for d in encode_texts_as_documents(tokenizer, texts(), add_bos=True, add_eos=True)]
 
 
 def build_source(kind: str, tokenizer, where: str):
-    import datasets
-
-    from hf_lmobj.data import DatasetSource, TextStream
-
     if kind == "dataset":
         return DatasetSource(datasets.Dataset.from_dict({"input_ids": documents(tokenizer)}))
     if kind == "stream":
         text = datasets.Dataset.from_dict({"text": texts()})
         return TextStream(text.to_iterable_dataset(num_shards=4), tokenizer, batch_size=7)
-    from hf_lmobj.data.token_store_writer import write_token_store
-
     return write_token_store(os.path.join(where, "store"), documents(tokenizer), len(tokenizer))
 
 
@@ -69,22 +71,11 @@ def trained_documents(batch: dict) -> list[tuple[int, ...]]:
 
 
 def main(out_dir: str, kind: str, workers: int) -> None:
-    from transformers import TrainerCallback, TrainingArguments
-
-    from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer
-    from hf_lmobj.corpus import build_tokenizer
-    from hf_lmobj.data import PretrainingStream, RowFormat
-    from hf_lmobj.trainer.teardown import close_distributed
-
     torch.set_num_threads(1)
     tokenizer = build_tokenizer(vocab_size=512, max_documents=20)
     rank = int(os.environ.get("RANK", 0))
     with tempfile.TemporaryDirectory() as where:
         if kind == "dispatch":  # pack_dataset on a stream + the collator's defaults, through accelerate's dispatcher
-            import datasets
-
-            from hf_lmobj import pack_dataset
-
             docs = datasets.Dataset.from_dict({"input_ids": documents(tokenizer)}).to_iterable_dataset(num_shards=2)
             stream = pack_dataset(docs, max_length=ROW)
             collator = DataCollatorForCausalLM(tokenizer, max_length=ROW, packing=True)

@@ -1,6 +1,7 @@
 """Train a PretrainingStream for 12 steps, whole or stopped and resumed from a checkpoint, and record it.
 
-Run as ``torchrun --nproc_per_node N tests/scripts/pipeline_resume.py OUT_DIR OBJECTIVE SOURCE WORKERS PLAN``
+Run on N ranks forked by ``tests.distributed.run_ranks(main, N, OUT_DIR, OBJECTIVE, SOURCE, WORKERS, PLAN)`` (the
+tests) or as ``torchrun --nproc_per_node N tests/scripts/pipeline_resume.py OUT_DIR OBJECTIVE SOURCE WORKERS PLAN``
 with OBJECTIVE ``causal`` / ``masked`` / ``span``, SOURCE ``dataset`` / ``stream`` / ``store`` / ``mix`` and
 PLAN a comma list of segments: ``12`` trains to step 12 at once; ``4,8,12`` stops at step 4 and at step 8 and
 resumes each time from the checkpoint just written (in fresh Trainers, as a requeued job does);
@@ -21,9 +22,15 @@ import os
 import sys
 from pathlib import Path
 
+import datasets
 import torch
 from pipeline_epoch import ROW, texts
+from transformers import TrainerCallback, TrainingArguments
 
+from hf_lmobj import DataCollatorForCausalLM, DataCollatorForMaskedLM, DataCollatorForSpanCorruption, ObjectiveTrainer
+from hf_lmobj.corpus import build_tokenizer
+from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat, TextStream, TokenStore, write_token_store
+from hf_lmobj.data.sources import encode_texts_as_documents
 from hf_lmobj.trainer.teardown import close_distributed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
@@ -51,12 +58,6 @@ def build_model(objective: str, tokenizer):
 
 
 def build_stream(objective: str, kind: str, tokenizer, where: str, batch: int, model):
-    import datasets
-
-    from hf_lmobj import DataCollatorForCausalLM, DataCollatorForMaskedLM, DataCollatorForSpanCorruption
-    from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat, TextStream, write_token_store
-    from hf_lmobj.data.sources import encode_texts_as_documents
-
     bos, eos = objective == "causal", objective != "span"
     corpus = texts() * 3
     docs = [d.tolist() for d in encode_texts_as_documents(tokenizer, corpus, bos, eos)]
@@ -72,8 +73,6 @@ def build_stream(objective: str, kind: str, tokenizer, where: str, batch: int, m
         fmt = RowFormat("pieces", collator.raw_tokens_length)
 
     def store() -> object:
-        from hf_lmobj.data import TokenStore
-
         path = os.path.join(where, f"store-rank{os.environ.get('RANK', 0)}")  # the same bytes on every rank
         return TokenStore.open(path) if os.path.exists(path) else write_token_store(path, docs, len(tokenizer))
 
@@ -90,11 +89,6 @@ def build_stream(objective: str, kind: str, tokenizer, where: str, batch: int, m
 
 
 def train_segment(objective, kind, workers, out_dir, stop_at, resume, where):
-    from transformers import TrainerCallback, TrainingArguments
-
-    from hf_lmobj import ObjectiveTrainer
-    from hf_lmobj.corpus import build_tokenizer
-
     tokenizer = build_tokenizer(vocab_size=512, max_documents=20)
     world = int(os.environ.get("WORLD_SIZE", 1))
     model = build_model(objective, tokenizer)

@@ -1,6 +1,7 @@
 """Scoring, the sampler and generation with a tensor-parallel (TP = 2) head, gloo CPU, against the unsharded model.
 
-Run as ``torchrun --nproc_per_node 2 tests/scripts/tp_eval_step.py OUT_DIR``. A tiny untied Llama's ``lm_head``
+Run on 2 ranks forked by ``tests.distributed.run_ranks(main, 2, OUT_DIR)`` (the tests) or as
+``torchrun --nproc_per_node 2 tests/scripts/tp_eval_step.py OUT_DIR``. A tiny untied Llama's ``lm_head``
 is split over the vocabulary with torch's ``parallelize_module`` in three ways: ``ColwiseParallel(output_layouts=
 Replicate())`` (logits gathered by the head, what ``tp_plan="auto"`` does), ``use_local_output=False`` (logits a
 ``Shard(-1)`` DTensor) and the default (each rank returns its local half of the logits). Each rank writes
@@ -82,8 +83,8 @@ def main(out_dir: str) -> None:
     result = {style: style_case(style, mesh, ref, tokenizer, want) for style in STYLES}
     result["sampler"] = sampler_case(mesh, vocab)
     Path(out_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps(result, indent=1))
-    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_when_every_rank_is_done()

@@ -1,6 +1,7 @@
 """ObjectiveTrainer and ``linear_cross_entropy`` under tensor parallelism (TP) and a 2-D (dp x tp) mesh, gloo CPU.
 
-Run as ``torchrun --nproc_per_node N tests/scripts/tp_trainer_step.py OUT_DIR MODE`` with
+Run on N ranks forked by ``tests.distributed.run_ranks(main, N, OUT_DIR, MODE)`` (the tests) or as
+``torchrun --nproc_per_node N tests/scripts/tp_trainer_step.py OUT_DIR MODE``, with
 
 * ``causal`` (N = 2): a tiny Llama (tied and untied) loaded with transformers'
   ``from_pretrained(..., distributed_config=DistributedConfig(tp_plan="auto"))`` takes ONE SGD step through
@@ -39,9 +40,10 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from transformers import LlamaForCausalLM, TrainingArguments
 
 from hf_lmobj.losses import linear_cross_entropy
+from hf_lmobj.losses.targets import count_targets
+from hf_lmobj.models.head import capture_head, linear_head
+from hf_lmobj.models.sharding import ranks_per_replica
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.objectives import capture_head, count_targets, linear_head
-from hf_lmobj.trainer.sharding import ranks_per_replica
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils
 from tests.testing_utils import (  # noqa: E402
@@ -353,8 +355,8 @@ def main(out_dir: str, mode: str) -> None:
     elif mode == "mesh2d":
         result["mesh2d"] = mesh2d_case()
     Path(out_dir, f"{mode}_rank{dist.get_rank()}.json").write_text(json.dumps(result, indent=1, default=str))
-    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    exit_when_every_rank_is_done()

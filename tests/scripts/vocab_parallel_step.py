@@ -1,6 +1,7 @@
 """Vocab-parallel ``linear_cross_entropy`` on 2 gloo ranks against the single-process loss on the full head.
 
-Run as ``torchrun --nproc_per_node 2 tests/scripts/vocab_parallel_step.py OUT_DIR``. Every rank builds the
+Run on 2 ranks forked by ``tests.distributed.run_ranks(main, 2, OUT_DIR)`` (the tests) or as
+``torchrun --nproc_per_node 2 tests/scripts/vocab_parallel_step.py OUT_DIR``. Every rank builds the
 same seeded inputs, computes the plain loss and gradients on the full weight (the reference), then the
 vocab-parallel ones (weight / bias as ``distribute_tensor(..., [Shard(0)])``, and as a plain local shard
 with ``process_group=`` / ``vocab_start=``), and a tiny Llama whose ``lm_head`` is parallelized with
@@ -177,7 +178,7 @@ def tp_plan_case(mesh, out_dir: str) -> dict:
     info["layer_grad_full"] = maxdiff(full(model.get_parameter(layer).grad), ref.get_parameter(layer).grad)
     info["embed_grad_full"] = maxdiff(full(model.model.embed_tokens.weight.grad), ref.model.embed_tokens.weight.grad)
     # the trainer's captured-head path (``ObjectiveTrainer.compute_loss``) on the same model
-    from hf_lmobj.trainer.objectives import capture_head
+    from hf_lmobj.models.head import capture_head
 
     with torch.no_grad(), capture_head(model.lm_head, lambda h: linear_cross_entropy(h, head, targets)) as got:
         model(input_ids=ids)
@@ -242,13 +243,14 @@ def extra_cases(mesh) -> dict[str, float]:
     return res
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, quick: bool = False) -> None:
+    """Every case on this rank; ``quick``: the Llama and extra cases only (no V16 / V15 option grid)."""
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     torch.set_num_threads(1)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     result: dict = {}
     seed = 0
-    for vocab in (16, 15)[: 0 if "--quick" in sys.argv else 2]:
+    for vocab in (16, 15)[: 0 if quick else 2]:
         for name, kwargs in OPTION_SETS.items():
             for use_bias in (False, True):
                 for explicit in (False, True):
@@ -262,8 +264,8 @@ def main(out_dir: str) -> None:
     notes = {"tp_plan_auto": tp_plan_case(mesh, out_dir)}
     # each rank reports its own differences (each rank's loss and shard gradients are checked)
     Path(out_dir, f"result_rank{dist.get_rank()}.json").write_text(json.dumps({"diffs": result, **notes}, indent=1))
-    exit_when_every_rank_is_done()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], quick="--quick" in sys.argv)
+    exit_when_every_rank_is_done()

@@ -18,8 +18,8 @@ from auxiliary_step import build_aux_model, build_rows
 from distributed_step import sgd_args
 
 from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
+from hf_lmobj.models.sharding import ranks_per_replica
 from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
-from hf_lmobj.trainer.sharding import ranks_per_replica
 from tests.testing_utils import build_model, stack_rows
 
 

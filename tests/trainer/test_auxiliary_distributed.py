@@ -1,21 +1,23 @@
-"""Two data-parallel processes (gloo on CPU, launched by torchrun) take the same MTP / ELECTRA step as one."""
+"""Two data-parallel processes (gloo on CPU, ranks forked by ``tests.distributed.run_ranks``) take the same MTP /
+ELECTRA step as one."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from auxiliary_step import KINDS, parameter_update
+from distributed_step import save_updates
 
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
 
-SCRIPT = SCRIPTS / "auxiliary_step.py"
+preload(*(f"transformers.models.{name}.modeling_{name}" for name in ("gpt2", "electra")))
 
 
 @pytest.mark.slow
 def test_two_processes_take_the_same_auxiliary_step_as_one(tmp_path, one_torch_thread):
     """2 ranks x batch 2 x accumulation 2 == 1 process x batch 4 x accumulation 2 (per-term global counts)."""
     out = tmp_path / "updates.pt"
-    torchrun(SCRIPT, 2, str(out))
+    run_ranks(save_updates, 2, str(out), KINDS, parameter_update)
     two = torch.load(out)
     for kind in KINDS:
         one = parameter_update(kind, 4, 2, str(tmp_path))

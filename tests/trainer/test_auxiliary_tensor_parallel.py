@@ -1,6 +1,6 @@
 """Multi-token prediction and ELECTRA under tensor parallelism (TP = 2 on gloo CPU), against one process.
 
-The script (``auxiliary_tp_step.py``, run once under torchrun with a timeout) proves that MTP works
+The script (``auxiliary_tp_step.py``, run once on 2 ranks forked by ``tests.distributed.run_ranks``) proves that MTP works
 with a vocabulary-sharded head: a tiny Llama with ``lm_head.weight`` a ``Shard(0)`` DTensor (torch's
 ``ColwiseParallel``, transformers' ``tp_plan="auto"`` tied and untied), wrapped with 2 depths of
 either architecture, gives ``AuxiliaryObjectiveTrainer``'s counts, loss, per-depth losses and every
@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from auxiliary_tp_step import main
 
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
 
-SCRIPT = SCRIPTS / "auxiliary_tp_step.py"
+preload(*(f"transformers.models.{name}.modeling_{name}" for name in ("llama", "electra")))
 FP32 = 1e-5
 STYLES = ["colwise", "tp_plan/untied", "tp_plan/tied"]
 
@@ -25,7 +26,7 @@ STYLES = ["colwise", "tp_plan/untied", "tp_plan/tied"]
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> list[dict]:
     out = tmp_path_factory.mktemp("auxiliary_tp")
-    torchrun(SCRIPT, 2, str(out), timeout=300)
+    run_ranks(main, 2, str(out), timeout=300)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 

@@ -1,6 +1,6 @@
 """Tensor parallelism (TP = 2) and a 2 x 2 (dp x tp) mesh on gloo CPU processes, against one process.
 
-The script (``tp_trainer_step.py``, run once per mode under torchrun with a timeout) proves:
+The script (``tp_trainer_step.py``, run once per mode on ranks forked by ``tests.distributed.run_ranks``) proves:
 
 * ``causal``: a tiny Llama (tied / untied) loaded with transformers' ``tp_plan="auto"`` takes one SGD step
   with ``ObjectiveTrainer``'s count and loss (both TP ranks hold the same 8 rows: one replica). The Trainer
@@ -22,16 +22,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from tp_trainer_step import main
 
-from tests.testing_utils import SCRIPTS, torchrun
+from tests.distributed import preload, run_ranks
 
-SCRIPT = SCRIPTS / "tp_trainer_step.py"
+preload(*(f"transformers.models.{name}.modeling_{name}" for name in ("llama", "bert", "t5")))
 FP32 = 1e-5
 
 
 def _run(tmp_path_factory, mode: str, nproc: int, timeout: int) -> list[dict]:
     out = tmp_path_factory.mktemp(f"tp_{mode}")
-    torchrun(SCRIPT, nproc, str(out), mode, timeout=timeout)
+    run_ranks(main, nproc, str(out), mode, timeout=timeout)
     return [json.loads((out / f"{mode}_rank{r}.json").read_text()) for r in range(nproc)]
 
 

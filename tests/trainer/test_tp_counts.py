@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from hf_lmobj.trainer.sharding import ranks_per_replica
+from hf_lmobj.models.sharding import ranks_per_replica
 
 
 class _TensorParallelModel(nn.Linear):

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from distributed_step import parameter_update, sgd_args
 from transformers import Trainer
 
-from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
-from hf_lmobj.trainer.objectives import count_targets, infer_objective
+from hf_lmobj.losses.targets import count_targets
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, infer_objective, make_compute_loss_func
 from tests.testing_utils import (
     OBJECTIVES,
     TINY_IDS,

@@ -1,21 +1,22 @@
-"""Two data-parallel processes (gloo on CPU, launched by torchrun) take the same step as one."""
+"""Two data-parallel processes (gloo on CPU, ranks forked by ``tests.distributed.run_ranks``) take the same step as one."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from distributed_step import parameter_update
+from distributed_step import parameter_update, save_updates
 
-from tests.testing_utils import OBJECTIVES, SCRIPTS, reference_update, torchrun
+from tests.distributed import preload, run_ranks
+from tests.testing_utils import OBJECTIVES, reference_update
 
-SCRIPT = SCRIPTS / "distributed_step.py"
+preload(*(f"transformers.models.{name}.modeling_{name}" for name in ("gpt2", "bert", "t5")))
 
 
 @pytest.mark.slow
 def test_two_processes_take_the_same_step_as_one(tmp_path):
     """2 ranks x batch 2 x accumulation 2 == 1 process x batch 4 x accumulation 2 == the full-batch gradient."""
     out = tmp_path / "updates.pt"
-    torchrun(SCRIPT, 2, str(out))
+    run_ranks(save_updates, 2, str(out), OBJECTIVES, parameter_update)
     two = torch.load(out)
     for objective in OBJECTIVES:
         one = parameter_update(objective, 4, 2, str(tmp_path))

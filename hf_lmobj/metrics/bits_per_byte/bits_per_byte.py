@@ -16,9 +16,9 @@ import datasets
 import evaluate
 
 # Sibling files, both imported here because evaluate copies along only the files this script imports:
-# the Space needs no hf_lmobj. SumsMetric (from .scoring) scores texts with score_texts.
+# the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts.
 # No comment on an import line: evaluate would read it as a URL to download.
-from .scoring import SumsMetric
+from .scoring import TextScoringMetric
 from .sums import bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums, total_nll
 
 __all__ = ["BitsPerByte"]
@@ -84,7 +84,7 @@ Examples:
 """
 
 
-class BitsPerByte(SumsMetric, evaluate.Metric):
+class BitsPerByte(TextScoringMetric, evaluate.Metric):
     """Corpus bits per byte, ``total NLL / ln 2 / total bytes``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
 
     Example:

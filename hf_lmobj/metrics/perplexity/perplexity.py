@@ -14,9 +14,9 @@ import datasets
 import evaluate
 
 # Sibling files, both imported here because evaluate copies along only the files this script imports:
-# the Space needs no hf_lmobj. SumsMetric (from .scoring) scores texts with score_texts.
+# the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts.
 # No comment on an import line: evaluate would read it as a URL to download.
-from .scoring import SumsMetric
+from .scoring import TextScoringMetric
 from .sums import check_sums, exp_or_inf, perplexity_from_sums, total_nll, word_perplexity_from_sums
 
 __all__ = ["Perplexity"]
@@ -85,7 +85,7 @@ Examples:
 """
 
 
-class Perplexity(SumsMetric, evaluate.Metric):
+class Perplexity(TextScoringMetric, evaluate.Metric):
     """Corpus perplexity, ``exp(total NLL / total tokens)``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
 
     Example:

@@ -35,27 +35,6 @@ from collections.abc import Set as AbstractSet
 from fractions import Fraction
 from typing import Any
 
-__all__ = [
-    "EMPTY_ENTRY_FIX",
-    "count_words",
-    "check_length",
-    "check_flag",
-    "check_counts",
-    "check_nll_sums",
-    "check_window_lengths",
-    "check_sums",
-    "exp_or_inf",
-    "total_nll",
-    "nll_per_unit",
-    "perplexity_from_sums",
-    "bits_per_byte_from_sums",
-    "byte_perplexity_from_sums",
-    "word_perplexity_from_sums",
-    "MODEL_KWARGS",
-    "SumsMetric",
-    "sums_from_compute_args",
-]
-
 #: What to do about an entry that scored nothing (it has no perplexity).
 EMPTY_ENTRY_FIX = "every entry needs at least one scored token/byte (drop empty texts)"
 #: The largest count a metric's int64 feature holds.
@@ -81,7 +60,7 @@ def _torch() -> Any:
     return sys.modules.get("torch")
 
 
-def check_length(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
+def check_int(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
     """An int ``>= minimum`` (numpy ints accepted; bools and floats refused), as an int."""
     reason = f" ({why})" if why else ""
     if _is_bool(value) or not isinstance(value, numbers.Integral):
@@ -165,8 +144,8 @@ def check_window_lengths(max_length: int, stride: int) -> tuple[int, int]:
         ...
         ValueError: stride must be an int in [1, max_length=8] (new tokens scored per window), got 9
     """
-    max_length = check_length(max_length, "max_length", 1, "tokens per forward pass")
-    stride = check_length(stride, "stride", 1, "new tokens scored per window after the first")
+    max_length = check_int(max_length, "max_length", 1, "tokens per forward pass")
+    stride = check_int(stride, "stride", 1, "new tokens scored per window after the first")
     if stride > max_length:
         raise ValueError(
             f"stride must be an int in [1, max_length={max_length}] (new tokens scored per window), got {stride}"

@@ -19,17 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_lmobj.checks._common import is_bool, where_prefix
 from hf_lmobj.constants import IGNORE_INDEX
-from hf_lmobj.validation._common import is_bool, where_prefix
-
-__all__ = [
-    "id_sequence",
-    "id_column",
-    "check_id_range",
-    "check_column_range",
-    "check_token_id",
-    "check_labels",
-]
 
 
 # ------------------------------------------------------------------------------------ token ids

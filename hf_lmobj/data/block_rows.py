@@ -1,4 +1,4 @@
-"""Rows from documents: where each token of a block of documents goes, for every objective.
+"""A block of documents laid out into rows: where each of its tokens goes, for every objective.
 
 A *block* is a group of documents laid out together. Two row kinds:
 
@@ -7,8 +7,8 @@ A *block* is a group of documents laid out together. Two row kinds:
   ``{"input_ids": ids, "seq_lengths": [...]}`` (ids an int64 array) that :class:`~hf_lmobj.DataCollatorForCausalLM`
   keeps as one row, each chunk its own document.
 * ``"pieces"`` (masked, span, UL2, text infilling): each document cut into consecutive near-equal
-  pieces of at most ``max_length`` tokens (so no piece of a 2+ token document is a lone token); one piece is one feature ``{"input_ids": [...]}`` that the objective's
-  collator masks or corrupts on its own.
+  pieces of at most ``max_length`` tokens (so no piece of a 2+ token document is a lone token); one piece
+  is one feature ``{"input_ids": [...]}`` that the objective's collator masks or corrupts on its own.
 
 Nothing is dropped: every token of the block lands in exactly one row. The layout depends on the
 lengths alone, so a plan can be made without reading a token (see :mod:`hf_lmobj.data.planned`).
@@ -33,10 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from hf_lmobj.checks import check_count, check_length
 from hf_lmobj.packing.rows import pack_layout
-from hf_lmobj.validation import check_count, check_length
-
-__all__ = ["ROW_KINDS", "RowFormat", "BlockLayout", "block_layout", "check_lengths", "shuffle_rows", "row_feature"]
 
 ROW_KINDS = ("packed", "pieces")
 
@@ -153,7 +151,7 @@ def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: 
     if row >= layout.num_rows:
         raise ValueError(f"row must be in [0, {layout.num_rows}) (the block's rows), got {row}")
     first, last = int(layout.row_offsets[row]), int(layout.row_offsets[row + 1])
-    pieces = [
+    chunks = [
         docs[d][s : s + n]
         for d, s, n in zip(
             layout.chunk_doc[first:last].tolist(),
@@ -161,7 +159,7 @@ def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: 
             layout.chunk_len[first:last].tolist(),
         )
     ]
-    ids = np.concatenate(pieces) if len(pieces) > 1 else np.asarray(pieces[0], dtype=np.int64)
+    ids = np.concatenate(chunks) if len(chunks) > 1 else np.asarray(chunks[0], dtype=np.int64)
     if fmt.kind == "pieces":
         return {"input_ids": ids}
     return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}

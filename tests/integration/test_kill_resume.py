@@ -26,7 +26,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from hf_lmobj.trainer.checkpoints import COMPLETE_NAME, latest_complete_checkpoint
+from hf_lmobj.trainer.checkpoints import latest_complete_checkpoint
+from hf_lmobj.trainer.state_files import COMPLETE_NAME
 from tests.testing_utils import CONFIG_DIR, QUICK, REPO, write_stdlib_jsonl
 
 STEPS = 30

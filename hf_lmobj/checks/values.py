@@ -18,25 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_lmobj.validation._common import BOOLS, is_bool
-
-__all__ = [
-    "SEED_LIMIT",
-    "check_count",
-    "check_counts",
-    "check_nll_sums",
-    "check_num_items_in_batch",
-    "check_number",
-    "check_per_row",
-    "check_length",
-    "check_flag",
-    "check_name",
-    "check_seed",
-    "check_weights",
-    "check_unique_names",
-    "check_has_targets",
-    "check_return_tensors",
-]
+from hf_lmobj.checks._common import BOOLS, is_bool
 
 #: Seeds are ints in [0, SEED_LIMIT): numpy's range (``transformers.set_seed`` seeds numpy too).
 SEED_LIMIT = 2**32

@@ -1,4 +1,7 @@
-"""What sharded training needs from the package: spotting DTensor shards and gathering them whole.
+"""A model's shards: spotting ``DTensor`` parameters, their model-parallel degree, gathering them whole.
+
+The models read it (ELECTRA refuses tensor parallelism, :mod:`.head` recognises a sharded linear head) and so
+does the trainer (token counts per replica, saving a sharded model).
 
 Torch's FSDP2 (``fully_shard``) replaces a module's parameters by ``DTensor`` shards outside its
 forward pass and swaps the module's class for a ``FSDP<Name>`` subclass. Two consequences here:
@@ -24,14 +27,6 @@ import torch
 from torch import nn
 
 from hf_lmobj.losses.vocab_parallel import dtensor_type
-
-__all__ = [
-    "has_dtensor_parameters",
-    "unwrap_sharded_class",
-    "full_state_dict",
-    "ranks_per_replica",
-    "mesh_model_parallel_size",
-]
 
 
 def _fsdp_module_type() -> type | None:

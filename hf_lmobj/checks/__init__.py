@@ -18,11 +18,12 @@ Kinds of input and their checks:
 Each check returns the value in its normal form or raises ``TypeError`` (the wrong kind of value)
 or ``ValueError`` (the right kind, a wrong value), with a message that names the field, the value
 and the fix. Entry points call them where the input enters, so that nothing malformed reaches
-torch, numpy or ``evaluate``. The checks live in :mod:`~hf_lmobj.validation.ids` (token ids, labels)
-and :mod:`~hf_lmobj.validation.values` (the rest), all importable from here; they need the standard
+torch, numpy or ``evaluate``. The checks live in :mod:`~hf_lmobj.checks.ids` (token ids, labels)
+and :mod:`~hf_lmobj.checks.values` (the rest), all importable from here; they need the standard
 library, numpy and torch only.
 
 Example:
+    >>> from hf_lmobj.checks import check_length, id_sequence
     >>> check_length(512, "max_length", minimum=2)
     512
     >>> check_length(1, "max_length", minimum=2, why="a token and the next one")
@@ -35,8 +36,61 @@ Example:
     TypeError: feature 0: input_ids must be a 1D list of ints, got a bool at position 1
 """
 
-from hf_lmobj.validation import ids, values
-from hf_lmobj.validation.ids import *  # noqa: F403  (every name of ids.__all__)
-from hf_lmobj.validation.values import *  # noqa: F403  (every name of values.__all__)
+from typing import TYPE_CHECKING
 
-__all__ = [*ids.__all__, *values.__all__]
+from hf_lmobj import _lazy_face
+
+if TYPE_CHECKING:
+    from hf_lmobj.checks.ids import (
+        check_column_range,
+        check_id_range,
+        check_labels,
+        check_token_id,
+        id_column,
+        id_sequence,
+    )
+    from hf_lmobj.checks.values import (
+        SEED_LIMIT,
+        check_count,
+        check_counts,
+        check_flag,
+        check_has_targets,
+        check_length,
+        check_name,
+        check_nll_sums,
+        check_num_items_in_batch,
+        check_number,
+        check_per_row,
+        check_return_tensors,
+        check_seed,
+        check_unique_names,
+        check_weights,
+    )
+
+__all__ = [
+    # token ids and labels (.ids)
+    "id_sequence",
+    "id_column",
+    "check_id_range",
+    "check_column_range",
+    "check_token_id",
+    "check_labels",
+    # the other values (.values)
+    "SEED_LIMIT",
+    "check_count",
+    "check_counts",
+    "check_nll_sums",
+    "check_num_items_in_batch",
+    "check_number",
+    "check_per_row",
+    "check_length",
+    "check_flag",
+    "check_name",
+    "check_seed",
+    "check_weights",
+    "check_unique_names",
+    "check_has_targets",
+    "check_return_tensors",
+]
+
+__getattr__, __dir__ = _lazy_face(__name__, __all__)
