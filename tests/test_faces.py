@@ -156,3 +156,31 @@ def test_the_readme_table_of_names_follows_the_top_face():
     listed = [(package, re.sub(r"\(.*?\)|: .*", "", names)) for package, names in rows]  # no asides, no description
     table = [(package, re.findall(r"`(\w+)`", names)) for package, names in listed]
     assert table == _top_groups()
+
+
+def _public_definitions(source: str) -> list[str]:
+    """The public names a module defines at its top level: functions, classes and UPPER_CASE constants."""
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()]
+    return [n for n in names if not n.startswith("_")]
+
+
+def test_every_public_name_is_defined_once():
+    """One address per name: no two library modules define the same public name (the Space folders, standalone
+    copies by design, are left out)."""
+    homes: dict[str, list[str]] = {}
+    for path in LIBRARY:
+        for name in _public_definitions(path.read_text()):
+            homes.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert not twice, f"public names defined in more than one module: {twice}"
+
+
+def test_the_definition_rule_sees_functions_classes_and_constants():
+    source = "def f(): pass\nclass C: pass\nLIMIT = 3\nlower = 4\n_PRIVATE = 5\ndef _g(): pass\n"
+    assert _public_definitions(source) == ["f", "C", "LIMIT"]

@@ -94,7 +94,7 @@ from hf_lmobj.packing.rows import (
     stack_layouts,
 )
 
-NO_TARGET_FIX = (
+_NO_TARGET_FIX = (
     "every document is a single token or every label is -100; drop features without a trained token "
     "(e.g. a prompt whose completion was cut off)"
 )
@@ -290,7 +290,7 @@ class DataCollatorForCausalLM(DataCollatorMixin):
         width = self._width(layout, packed)
         pad_id = self._pad_id(layout, width, packed)
         out = assemble_rows(flat.ids, flat.labels, None if packed else flat.valid, layout, width, pad_id)
-        check_has_targets(int((out.shift_labels != IGNORE_INDEX).sum()), "this batch", NO_TARGET_FIX)
+        check_has_targets(int((out.shift_labels != IGNORE_INDEX).sum()), "this batch", _NO_TARGET_FIX)
         batch: dict[str, Any] = {"input_ids": out.input_ids, "labels": out.labels}  # (B, T) each
         if self.return_shift_labels:
             batch["shift_labels"] = out.shift_labels  # (B, T)

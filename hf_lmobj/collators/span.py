@@ -61,7 +61,7 @@ from hf_lmobj.collators.seeding import example_seeds, resolve_seed
 #: The shortest encoder input that holds a noise span: one kept token, one sentinel, EOS.
 MIN_INPUT_LENGTH = corrupted_lengths(2, 0.5, 1.0)[0]
 INPUT_NEEDS = "one kept token, one sentinel and EOS: shorter inputs hold no noise span, so no target"
-NO_TARGET_FIX = "every document is a single token (nothing to corrupt); drop such documents"
+_NO_TARGET_FIX = "every document is a single token (nothing to corrupt); drop such documents"
 
 
 def sentinel_token_ids(tokenizer: Any) -> list[int]:
@@ -179,7 +179,7 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
         documents = list(zip(tokens, generators))
         if self.packing:
             rows = list(self._packed_rows(documents))
-            check_has_targets(sum(len(targets) for _, targets in rows), "this batch", NO_TARGET_FIX)
+            check_has_targets(sum(len(targets) for _, targets in rows), "this batch", _NO_TARGET_FIX)
         else:
             rows = [self._corrupt_whole(tokens, gen) for tokens, gen in documents]
         return self._assemble(rows)

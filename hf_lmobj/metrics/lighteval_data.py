@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hf_lmobj.checks import check_name
 from hf_lmobj.files import write_atomic
 from hf_lmobj.metrics.sums import (
     bits_per_byte_from_sums,
@@ -39,15 +40,6 @@ def check_choice(value: Any, field: str, choices: Sequence[str]) -> str:
     """One of ``choices`` (strings), else a ``ValueError`` naming them."""
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{field} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def check_name(value: Any, field: str) -> str:
-    """A string with a visible character (a name, a path, a column)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{field} must be a string, got {value!r}")
-    if not value.strip():
-        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
     return value
 
 

@@ -48,12 +48,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hf_lmobj.checks import check_length
+from hf_lmobj.checks import check_length, check_name
 from hf_lmobj.metrics.lighteval_data import (
     FIGURES,
     TextSums,
     check_choice,
-    check_name,
     check_text_dataset,
     corpus_figure,
     document_text,

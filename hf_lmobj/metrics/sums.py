@@ -68,7 +68,7 @@ def check_int(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
     return int(value)
 
 
-def check_flag(value: Any, field: str) -> bool:
+def _check_flag(value: Any, field: str) -> bool:
     """``True`` or ``False`` (numpy bools too); a string such as ``"False"`` is refused."""
     if not _is_bool(value):
         raise TypeError(f"{field} must be True or False, got {value!r}")
@@ -96,7 +96,7 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def check_counts(values: Any, field: str, minimum: int = 1, fix: str = "") -> list[int]:
+def _check_counts(values: Any, field: str, minimum: int = 1, fix: str = "") -> list[int]:
     """Whole numbers ``>= minimum``, one per text (integral floats accepted; bools, NaN, 1.5 refused)."""
     out = []
     for i, value in enumerate(_as_list(values, field)):
@@ -113,7 +113,7 @@ def check_counts(values: Any, field: str, minimum: int = 1, fix: str = "") -> li
     return out
 
 
-def check_nll_sums(values: Any, field: str = "nll") -> list[float]:
+def _check_nll_sums(values: Any, field: str = "nll") -> list[float]:
     """Summed negative log-likelihoods (nats), each a real number ``>= 0`` (``inf`` allowed, NaN not)."""
     out = []
     for i, value in enumerate(_as_list(values, field)):
@@ -169,7 +169,7 @@ def check_sums(nll: Sequence[float], counts: Sequence[int], count_name: str) -> 
         ...
         ValueError: num_tokens[0] is 1.5; counts must be whole numbers >= 1
     """
-    nll, counts = check_nll_sums(nll, "nll"), check_counts(counts, count_name, 1, EMPTY_ENTRY_FIX)
+    nll, counts = _check_nll_sums(nll, "nll"), _check_counts(counts, count_name, 1, EMPTY_ENTRY_FIX)
     if len(nll) != len(counts):
         raise ValueError(f"nll ({len(nll)}) and {count_name} ({len(counts)}) must have one entry per text each")
     if not nll:
@@ -191,7 +191,7 @@ def exp_or_inf(x: float) -> float:
 
 
 def total_nll(nll: Sequence[float]) -> float:
-    """The corpus NLL ``sum nll`` of checked sums (:func:`check_nll_sums`), correctly rounded; ``inf`` beyond a float.
+    """The corpus NLL ``sum nll`` of checked sums (:func:`_check_nll_sums`), correctly rounded; ``inf`` beyond a float.
 
     ``math.fsum`` raises ``OverflowError`` once a partial sum passes the largest float, even with an
     ``inf`` among the entries; the total of such a corpus is ``inf`` here.
@@ -303,7 +303,7 @@ class SumsMetric:
             if name not in sums:
                 sums[name] = [0] * len(sums["nll"])
                 continue
-            sums[name] = check_counts(sums[name], name, minimum=0)  # 0: not counted
+            sums[name] = _check_counts(sums[name], name, minimum=0)  # 0: not counted
             if len(sums[name]) != len(sums["nll"]):
                 raise ValueError(
                     f"nll ({len(sums['nll'])}) and {name} ({len(sums[name])}) must have one entry per text each"
