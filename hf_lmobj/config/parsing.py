@@ -47,7 +47,7 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from hf_lmobj.config.files import BASE_KEY, config_sections, load_yaml_config
 from hf_lmobj.config.names import suggest
-from hf_lmobj.config.values import check_config_values
+from hf_lmobj.config.values import NO_ITEMS, check_config_values, is_number_list
 
 CONFIG_HELP = (
     "YAML file of defaults (any field below, and any TrainingArguments field, flat or in sections; base: another "
@@ -61,10 +61,49 @@ def _parser(dataclass_types: Sequence[type], description: str | None = None) -> 
         list(dataclass_types), description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     nullable = _optional_number_fields(dataclass_types)
+    number_lists = _number_list_fields(dataclass_types)
     for action in parser._actions:
         if action.dest in nullable and action.type in (int, float):
             action.type = _null_or(action.type)
+        elif action.dest in number_lists and action.nargs in ("+", "*") and type(action) is argparse._StoreAction:
+            action.type = _none_word_or(action.type)
+            action.__class__ = _NumberListAction  # ``--name none``: the empty list
     return parser
+
+
+def _number_list_fields(dataclass_types: Sequence[type]) -> set[str]:
+    """Fields typed ``list[int]`` / ``list[float]`` (or ``| None``): ``--name none`` sets them to ``[]``."""
+    return {
+        f.name
+        for cls in dataclass_types
+        for f in dataclasses.fields(cls)
+        if is_number_list(typing.get_type_hints(cls).get(f.name))
+    }
+
+
+class _NoneWord:
+    """What the item conversion of a number-list flag gives for the word ``none`` (not an item)."""
+
+
+def _none_word_or(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        return _NoneWord if text == NO_ITEMS else convert(text)
+
+    parse.__name__ = convert.__name__  # argparse names the type in its error messages
+    return parse
+
+
+class _NumberListAction(argparse._StoreAction):
+    """Stores a number-list flag's items; the word ``none`` alone stores ``[]`` (given beside items: an error)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001  (argparse's own)
+        if any(value is _NoneWord for value in values):
+            if len(values) > 1:
+                raise argparse.ArgumentError(
+                    self, f"{NO_ITEMS!r} means no items and stands alone; give {NO_ITEMS} or the items, not both"
+                )
+            values = []
+        setattr(namespace, self.dest, values)
 
 
 def _optional_number_fields(dataclass_types: Sequence[type]) -> set[str]:

@@ -2,6 +2,7 @@
 
 A YAML string goes through the flag's own argparse conversion and choices; any other value must
 already be of the field's type (an int passes for a float). Errors name the key, the value and the type.
+A list-of-numbers field takes the word ``none`` (:data:`NO_ITEMS`) for the empty list, as its flag does.
 
 Example:
     >>> _describe(int | None), _admits(2.5, int), _admits(2, float)
@@ -20,6 +21,9 @@ from collections.abc import Sequence
 from typing import Any, Literal, Union
 
 import yaml
+
+#: The word that gives a list-of-numbers field no items (``--ngram_orders none``, ``ngram_orders: none``).
+NO_ITEMS = "none"
 
 
 def check_config_values(
@@ -57,6 +61,8 @@ def _field_hints(dataclass_types: Sequence[type]) -> dict[str, Any]:
 
 def _check_value(value: Any, key: str, hint: Any, action: argparse.Action, source: str) -> Any:
     where = f"--config {source}: {key}:"
+    if value == NO_ITEMS and is_number_list(hint):
+        return []
     if isinstance(value, str) and not _admits_list_only(hint):
         if action.type not in (None, str) and action.nargs not in ("+", "*"):  # as argparse converts the flag
             try:
@@ -111,6 +117,15 @@ def _admits(value: Any, hint: Any, without: Any = None) -> bool:
     return True  # a type YAML cannot spell (e.g. ParallelismConfig): left to the dataclass
 
 
+def is_number_list(hint: Any) -> bool:
+    """Whether ``hint`` is a list of ints or floats (``| None`` allowed): its field takes ``none`` for ``[]``.
+
+    >>> is_number_list(list[int]), is_number_list(list[float] | None), is_number_list(list[str]), is_number_list(int)
+    (True, True, False, False)
+    """
+    return _list_item_type(hint) in (int, float) and not _admits("", hint)
+
+
 def _admits_list_only(hint: Any) -> bool:
     """A list field that takes no plain string (``ngram_orders: list[int]``)."""
     return _admits([], hint) and not _admits("", hint)
@@ -145,7 +160,8 @@ def _kind(value: Any) -> str:
 def _yaml_hint(value: Any, hint: Any) -> str:
     """How to write ``value`` so that YAML reads it as ``hint``: quote a string, write a list as a YAML list."""
     if value is None:
-        return " (YAML reads an empty value or ~ as null); give a value, or drop the key to keep the default"
+        none = f", [] or {NO_ITEMS} for no items" if is_number_list(hint) and not _admits(None, hint) else ""
+        return f" (YAML reads an empty value or ~ as null); give a value{none}, or drop the key to keep the default"
     if isinstance(value, bool) and _admits("", hint):
         return "; YAML reads unquoted yes / no / on / off / true / false as a bool: quote it"
     if isinstance(value, (int, float, datetime.date)) and not isinstance(value, bool) and _admits("", hint):

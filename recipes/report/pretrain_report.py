@@ -80,7 +80,9 @@ def score_validation_texts(model, tokenizer, texts, data_args, report_args, prog
 def baseline_bits_per_byte(data, tokenizer, texts, report_args, timer: PhaseTimer) -> dict[str, float]:
     """Bits per byte of the same validation texts under Kneser-Ney n-grams (same training tokens) and compressors.
 
-    Keys are display names (``"Kneser-Ney 5-gram"``, ``"xz -9e"``), in the order they are printed.
+    Keys are display names (``"Kneser-Ney 5-gram"``, ``"xz -9e"``), in the order they are printed. A phase
+    switched off (``ngram_orders`` empty, ``compressor_baselines`` false) is not run and has no key:
+    :func:`baselines_not_run` says so in the card and the printed report.
     """
     out: dict[str, float] = {}
     if report_args.ngram_orders and data.train_documents is not None:
@@ -91,8 +93,25 @@ def baseline_bits_per_byte(data, tokenizer, texts, report_args, timer: PhaseTime
             num_bytes = [len(text.encode("utf-8")) for text in texts]
             for order in sorted(report_args.ngram_orders):
                 out[f"Kneser-Ney {order}-gram"] = bits_per_byte_from_sums(lm.sequence_nll(sequences, order), num_bytes)
-    with timer.phase("compressors"):
-        out.update(compression_bits_per_byte(texts))
+    if report_args.compressor_baselines:
+        with timer.phase("compressors"):
+            out.update(compression_bits_per_byte(texts))
+    return out
+
+
+def baselines_not_run(report_args: ReportArguments, baselines: dict[str, float]) -> dict[str, str]:
+    """The baselines a causal report did not run, each with why (shown in the card and the printed report).
+
+    Example:
+        >>> baselines_not_run(ReportArguments(ngram_orders=[], compressor_baselines=False), {})
+        {'Kneser-Ney n-gram': 'not run (ngram_orders none)', 'compressors': 'not run (compressor_baselines false)'}
+    """
+    out = {}
+    if not any(name.startswith("Kneser-Ney") for name in baselines):
+        why = "ngram_orders none" if not report_args.ngram_orders else "no in-memory training tokens to count"
+        out["Kneser-Ney n-gram"] = f"not run ({why})"
+    if not report_args.compressor_baselines:
+        out["compressors"] = "not run (compressor_baselines false)"
     return out
 
 
@@ -117,7 +136,10 @@ def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> No
     the tokenizer are there already: :func:`~hf_lmobj.recipes.runtime.after_training.save_trained_model`)."""
     output = Path(run.trainer.args.output_dir)
     write_metrics(output, metrics)
-    _write_card(run, metrics, output)
+    not_run = (
+        baselines_not_run(run.args.report, baselines) if get_objective(run.args.data.objective).scores_text else {}
+    )
+    _write_card(run, metrics, output, not_run)
     print(f"\n== {run.args.data.objective} run written to {output}")
     for key, value in metrics.items():
         if not key.startswith("baseline_"):
@@ -129,7 +151,7 @@ def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> No
             f"{metrics['train_unigram_entropy']:.3f} nats/token (a model that ignores context)"
         )
     else:
-        _print_comparison(metrics, baselines)
+        _print_comparison(metrics, baselines, not_run)
         print_fim_comparison(metrics, run.args.fim.fim_baseline_metrics)
     _print_time(run, metrics)
     if run.sample is not None:
@@ -137,7 +159,7 @@ def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> No
         print(run.sample)
 
 
-def _write_card(run: Run, metrics: dict, output: Path) -> None:
+def _write_card(run: Run, metrics: dict, output: Path, not_run: dict[str, str]) -> None:
     trainer = run.trainer
     hyperparameters = {
         **run.data.hyperparameters,
@@ -158,11 +180,11 @@ def _write_card(run: Run, metrics: dict, output: Path) -> None:
         dataset_name=run.args.data.dataset_name or "python-stdlib",
         base_model=run.args.model.model_name_or_path,
         log_history=trainer.state.log_history,
-        extra={"launch command": " ".join(sys.argv)},
+        extra={"launch command": " ".join(sys.argv), **{f"{name} baseline": why for name, why in not_run.items()}},
     )
 
 
-def _print_comparison(metrics: dict[str, float], baselines: dict[str, float]) -> None:
+def _print_comparison(metrics: dict[str, float], baselines: dict[str, float], not_run: dict[str, str]) -> None:
     print(f"  bits per byte on the same validation text ({metrics['validation_bytes']:,} bytes):")
     print(f"    {'this model':20s} {metrics['validation_bits_per_byte']:.3f}")
     ngrams = {name: rate for name, rate in baselines.items() if name.startswith("Kneser-Ney")}
@@ -173,6 +195,8 @@ def _print_comparison(metrics: dict[str, float], baselines: dict[str, float]) ->
     for name, rate in baselines.items():
         if name not in ngrams:
             print(f"    {name:20s} {rate:.3f}")
+    for name, why in not_run.items():
+        print(f"    {name:20s} {why}")
 
 
 def _print_time(run: Run, metrics: dict) -> None:

@@ -1,5 +1,9 @@
 """What the end of a pre-training run measures and shows (``ReportArguments``), checked before any data.
 
+Each costly phase of the report has a switch: ``ngram_orders: []`` (``--ngram_orders none``) skips the
+Kneser-Ney baseline, ``compressor_baselines: false`` the zlib / bz2 / xz ones (and ``infill_cases: 0`` the
+infilling of a FIM run, a FimArguments field).
+
 Example:
     >>> ReportArguments(score_stride=64).score_stride, ReportArguments().ngram_orders
     (64, [3, 4, 5])
@@ -10,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hf_lmobj.checks import check_length, check_number, check_seed
+from hf_lmobj.checks import check_flag, check_length, check_number, check_seed
 from hf_lmobj.models.stock import check_positions
 
 #: The highest Kneser-Ney order the report fits: each order adds a count table as large as the training tokens.
@@ -34,8 +38,12 @@ class ReportArguments:
     ngram_orders: list[int] = field(
         default_factory=lambda: [3, 4, 5],
         metadata={
-            "help": "causal: Kneser-Ney baseline orders tried on the validation text (the best is reported); [] = none."
+            "help": "causal: Kneser-Ney baseline orders tried on the validation text (the best is reported); "
+            "none (or [] in YAML) = no n-gram baseline."
         },
+    )
+    compressor_baselines: bool = field(
+        default=True, metadata={"help": "causal: also report zlib / bz2 / xz bits per byte of the validation text."}
     )
     sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
     sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
@@ -62,6 +70,7 @@ class ReportArguments:
                 "(new tokens scored per window); lower score_stride"
             )
         self.ngram_orders = check_ngram_orders(self.ngram_orders)
+        self.compressor_baselines = check_flag(self.compressor_baselines, "compressor_baselines")
         if not isinstance(self.sample_prompt, str):
             raise TypeError(f"sample_prompt must be a string, got {self.sample_prompt!r}")
         self.sample_max_new_tokens = check_length(self.sample_max_new_tokens, "sample_max_new_tokens", 1)
@@ -72,18 +81,22 @@ class ReportArguments:
 
 
 def check_ngram_orders(orders: Any) -> list[int]:
-    """Kneser-Ney orders: a list of distinct ints in ``[1, NGRAM_MAX_ORDER]``; ``[]`` = no n-gram baseline.
+    """Kneser-Ney orders: a list of distinct ints in ``[1, NGRAM_MAX_ORDER]``; ``[]`` = no n-gram baseline
+    (``--ngram_orders none`` on the command line, ``ngram_orders: none`` or ``[]`` in YAML).
 
     Example:
-        >>> check_ngram_orders([5, 3])
-        [5, 3]
+        >>> check_ngram_orders([5, 3]), check_ngram_orders([])
+        ([5, 3], [])
         >>> check_ngram_orders([0])
         Traceback (most recent call last):
         ...
         ValueError: ngram_orders[0] must be an int >= 1 (a 1-gram is the unigram; [] = no n-gram baseline), got 0
     """
     if isinstance(orders, (str, bytes)) or not isinstance(orders, (list, tuple)):
-        raise TypeError(f"ngram_orders must be a list of ints such as [3, 4, 5] ([] = none), got {orders!r}")
+        raise TypeError(
+            f"ngram_orders must be a list of ints such as [3, 4, 5], got {orders!r}; for no n-gram baseline give "
+            "[] (on the command line: --ngram_orders none)"
+        )
     checked = [
         check_length(order, f"ngram_orders[{i}]", 1, "a 1-gram is the unigram; [] = no n-gram baseline")
         for i, order in enumerate(orders)
