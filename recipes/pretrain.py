@@ -11,8 +11,9 @@ DeepSpeed, chosen by the accelerate config alone.
 
 Every field of the argument groups (:data:`ARGUMENT_CLASSES`, one config section each, ``TrainingArguments``
 included) can be set in the YAML file or on the command line. A preempted run continues with the same command
-plus ``--resume_from_checkpoint last``; the same command alone over ``checkpoint-*`` folders is refused. Every
-value the run meets after training is checked before any data; the model, the tokenizer and
+plus ``--resume_from_checkpoint last`` (a run that already reached its ``max_steps`` says it is complete and
+exits, its model, ``metrics.json`` and card kept); the same command alone over ``checkpoint-*`` folders is
+refused. Every value the run meets after training is checked before any data; the model, the tokenizer and
 ``trainer_state.json`` are saved the moment training ends, and a later failure keeps ``metrics.json`` and says
 where the model is. The run writes the model, the tokenizer, ``metrics.json``, ``loss_curve.png`` and
 ``README.md`` (the model card) into ``--output_dir`` and prints the report: for an objective that scores text
@@ -28,6 +29,7 @@ if __name__ == "__main__" and not __package__:
     __package__ = "hf_lmobj.recipes"  # run as a file: resolve relative imports in the shipped package
 
 import copy
+from pathlib import Path
 
 from transformers import AutoTokenizer, set_seed
 
@@ -35,6 +37,7 @@ from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.corpus import build_tokenizer, load_text_splits
 from hf_lmobj.data.prepare_fim import prepare_pretraining_data
 from hf_lmobj.data.prepare_stream import bounded_documents, prepare_pipeline_data, uses_pipeline
+from hf_lmobj.files import read_json
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
 from hf_lmobj.models.pretraining import build_pretraining_model, token_predictor
 from hf_lmobj.objectives import get_objective
@@ -43,7 +46,7 @@ from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
 from hf_lmobj.trainer.checkpoints import load_checkpoint_weights
 from hf_lmobj.trainer.cpu_threads import thread_control
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
-from hf_lmobj.trainer.resume import begin_new_run, plan_resume, step_budget
+from hf_lmobj.trainer.resume import ResumePlan, begin_new_run, complete_run_line, plan_resume, step_budget
 from hf_lmobj.trainer.teardown import close_distributed
 
 from .report.infilling import infilling_cases, validation_infilling
@@ -61,7 +64,11 @@ from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    run = setup(parse_arguments(argv))
+    args = parse_arguments(argv)
+    resume = plan_resume(args.training, args.resume, needs_data_state=uses_pipeline(args.data))  # fails in seconds
+    if resume.complete(args.training.max_steps, args.runtime.max_train_minutes):
+        return complete_run(args, resume)
+    run = setup(args, resume)
     train(run)
     metrics: dict[str, float] = {}
     main_process = run.trainer.is_world_process_zero()
@@ -80,11 +87,27 @@ def parse_arguments(argv: list[str] | None) -> PretrainArguments:
     return args
 
 
-def setup(args: PretrainArguments) -> Run:
-    """Resume plan and threads, then the corpus, the tokenizer, the model, the data and the trainer."""
+def complete_run(args: PretrainArguments, resume: ResumePlan) -> dict[str, float]:
+    """A continuation whose checkpoint already reached its ``max_steps``: say so, train and rescore nothing.
+
+    The finished run's files stay as they are; its ``metrics.json`` is returned ({} when it has none).
+    """
+    output_dir, minutes = args.training.output_dir, args.runtime.max_train_minutes
+    if args.training.process_index == 0:
+        print(complete_run_line(output_dir, resume, args.training.max_steps, minutes))
+    close_distributed()  # TrainingArguments may have joined a process group
+    path = Path(output_dir) / "metrics.json"
+    if not path.is_file():
+        if args.training.process_index == 0:
+            print(f"  {path} is missing (the run stopped after training); its model is in {output_dir}")
+        return {}
+    return read_json(path, "the finished run's metrics", fix="delete it, or pass another --output_dir")
+
+
+def setup(args: PretrainArguments, resume: ResumePlan) -> Run:
+    """Threads, then the corpus, the tokenizer, the model, the data and the trainer (``resume``: plan_resume's)."""
     data_args, train_args = args.data, args.training
     streamed = uses_pipeline(data_args)  # streaming / token store / mixture: nothing is loaded whole
-    resume = plan_resume(train_args, args.resume, needs_data_state=streamed)  # before any data: fails in seconds
     run = Run(args, PhaseTimer(), resume, thread_control(args.runtime))
     set_seed(train_args.seed)
     with run.timer.phase("corpus"):

@@ -48,7 +48,6 @@ from hf_lmobj.trainer.state_files import (
     _short,
     check_safetensors,
     check_state_files,
-    read_trainer_state,
 )
 
 #: What a resume that continues the run exactly needs, besides the model (what each file restores).
@@ -203,11 +202,6 @@ def _plain(value: object) -> object:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"cannot write {type(value).__name__} into {DATA_STATE_NAME}")
-
-
-def trained_max_steps(folder: Path) -> int:
-    """The ``max_steps`` the checkpoint's run built its schedule for (its ``trainer_state.json``, checked)."""
-    return read_trainer_state(folder)["max_steps"]
 
 
 def load_checkpoint_weights(model: nn.Module, folder: str | os.PathLike) -> None:

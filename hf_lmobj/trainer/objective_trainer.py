@@ -51,6 +51,7 @@ import torch
 from torch import nn
 from transformers import Trainer
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+from transformers.utils import logging
 
 from hf_lmobj.checks import check_flag, check_length
 from hf_lmobj.constants import IGNORE_INDEX
@@ -73,6 +74,8 @@ from hf_lmobj.trainer.pipeline_training import (
     source_token_counts,
     tensors_only,
 )
+
+logger = logging.get_logger(__name__)
 
 
 def infer_objective(model: nn.Module) -> str:
@@ -242,7 +245,9 @@ class ObjectiveTrainer(Trainer):
         ``resume_from_checkpoint=True`` takes the latest *complete* checkpoint of ``output_dir`` (one
         whose save finished). A checkpoint without ``optimizer.pt``, ``scheduler.pt``,
         ``trainer_state.json`` (or, for a ``PretrainingStream``, ``data_state.json``) is refused by
-        name, and so is one whose data fingerprint differs (unless ``ignore_data_fingerprint``).
+        name, and so is one whose data fingerprint differs (unless ``ignore_data_fingerprint``). A checkpoint
+        that already reached ``max_steps`` trains no further step: the model holds its weights, no checkpoint
+        is written.
         """
         folder, self._data_resume = checked_resume(
             resume_from_checkpoint, self.args.output_dir, self._data_fingerprint(), self.ignore_data_fingerprint
@@ -259,7 +264,15 @@ class ObjectiveTrainer(Trainer):
         return state
 
     def _run_epoch(self, model, epoch, train_dataloader, *args: Any, **kwargs: Any):
-        """The stock epoch; a ``PipelineLoader`` resumes from its saved position instead of replaying batches."""
+        """The stock epoch; a ``PipelineLoader`` resumes from its saved position instead of replaying batches.
+
+        A run resumed at (or past) ``max_steps`` trains nothing: the stock epoch would run one step
+        before its stop check (``checkpoint-5`` of a 4-step run).
+        """
+        if self.state.max_steps > 0 and self.state.global_step >= self.state.max_steps:
+            logger.info(f"step {self.state.global_step} of {self.state.max_steps}: nothing to train")
+            self.control.should_training_stop = True
+            return None
         if not isinstance(train_dataloader, PipelineLoader):
             return super()._run_epoch(model, epoch, train_dataloader, *args, **kwargs)
         with replay_free(self._take_data_resume):

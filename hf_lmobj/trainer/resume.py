@@ -15,7 +15,9 @@ tokenizer trained, so a resume that cannot work fails in seconds:
 
 What the first start decided and the schedule depends on, ``max_steps`` (a ``max_train_minutes``
 budget lowers it once), is the ``max_steps`` of the checkpoint's ``trainer_state.json``; a resumed
-run trains to it without timing again. A new run also records it in
+run trains to it without timing again. A run whose latest complete checkpoint already reached the
+``max_steps`` it would train to is *complete* (:meth:`ResumePlan.complete`): the recipe says so and
+trains nothing (:func:`complete_run_line`). A new run also records it in
 ``<output_dir>/run_decisions.json`` (:data:`RUN_DECISIONS_NAME`) before training; a continuation reads
 that file back (:func:`read_run_decisions`), so one cut short or corrupt is refused by name before any
 data is read, as is every state file of the checkpoint (``hf_lmobj.trainer.state_files``).
@@ -51,9 +53,8 @@ from hf_lmobj.trainer.checkpoints import (
     check_checkpoint,
     checkpoint_folders,
     latest_complete_checkpoint,
-    trained_max_steps,
 )
-from hf_lmobj.trainer.state_files import COMPLETE_NAME, TRAINER_STATE_NAME
+from hf_lmobj.trainer.state_files import COMPLETE_NAME, TRAINER_STATE_NAME, read_trainer_state
 from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
 
 if TYPE_CHECKING:
@@ -106,11 +107,40 @@ class ResumePlan:
     max_steps: int | None = None  # the max_steps the checkpoint's run trained to (continuations only)
     clear: tuple[Path, ...] = ()  # an earlier run's checkpoints, deleted before training (overwrite)
     decisions: dict[str, Any] | None = None  # output_dir's run_decisions.json, checked (continuations; None: none)
+    step: int | None = None  # the checkpoint's global_step (continuations only)
 
     @property
     def continues(self) -> bool:
         """Whether the run continues a checkpoint's run (False: a new run, step 0)."""
         return self.checkpoint is not None
+
+    def target_steps(self, max_steps: int, minutes: float | None) -> int | None:
+        """The ``max_steps`` a continuation trains to (None: not known before the data, or a new run).
+
+        Under a ``max_train_minutes`` budget, the first start's (:func:`keep_first_start_steps`); else the
+        command's ``max_steps``; ``-1`` (train by epochs) needs the data's length, so it is not known here.
+
+        Example:
+            >>> plan = ResumePlan(checkpoint=Path("out/checkpoint-4"), max_steps=4, step=4)
+            >>> plan.target_steps(50, minutes=0.5), plan.target_steps(6, minutes=None), plan.target_steps(-1, None)
+            (4, 6, None)
+        """
+        if not self.continues:
+            return None
+        if minutes is not None:
+            return self.max_steps
+        return max_steps if max_steps > 0 else None
+
+    def complete(self, max_steps: int, minutes: float | None) -> bool:
+        """Whether the checkpoint already reached the steps the continuation would train to: nothing to train.
+
+        Example:
+            >>> plan = ResumePlan(checkpoint=Path("out/checkpoint-4"), max_steps=4, step=4)
+            >>> plan.complete(4, None), plan.complete(50, minutes=0.5), plan.complete(6, None)
+            (True, True, False)
+        """
+        target = self.target_steps(max_steps, minutes)
+        return target is not None and self.step is not None and self.step >= target
 
 
 def plan_resume(train_args: TrainingArguments, resume_args: ResumeArguments, needs_data_state: bool) -> ResumePlan:
@@ -151,7 +181,22 @@ def plan_resume(train_args: TrainingArguments, resume_args: ResumeArguments, nee
         logger.warning(f"{folder} has no {COMPLETE_NAME}: its save may have been cut short")
     decisions = read_run_decisions(output_dir)
     train_args.resume_from_checkpoint = str(folder)
-    return ResumePlan(checkpoint=folder, max_steps=trained_max_steps(folder), decisions=decisions)
+    state = read_trainer_state(folder)
+    return ResumePlan(checkpoint=folder, max_steps=state["max_steps"], decisions=decisions, step=state["global_step"])
+
+
+def complete_run_line(output_dir: str | os.PathLike, plan: ResumePlan, max_steps: int, minutes: float | None) -> str:
+    """The line a continuation prints when its checkpoint already reached the steps it would train to.
+
+    Example:
+        >>> plan = ResumePlan(checkpoint=Path("out/run/checkpoint-4"), max_steps=4, step=4)
+        >>> complete_run_line("out/run", plan, 4, minutes=None)
+        'the run in out/run is complete (step 4 of 4); nothing to train (a larger --max_steps trains further)'
+    """
+    further = "a larger --max_steps" + (" with --max_train_minutes null" if minutes is not None else "")
+    target = plan.target_steps(max_steps, minutes)
+    done = f"the run in {output_dir} is complete (step {plan.step} of {target})"
+    return f"{done}; nothing to train ({further} trains further)"
 
 
 def _requested_checkpoint(value: str | bool | None, output_dir: str) -> Path | None:

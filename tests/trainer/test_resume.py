@@ -59,6 +59,25 @@ def test_last_in_an_empty_output_dir_is_refused_naming_it(tmp_path):
         plan_resume(_args(tmp_path, "last"), ResumeArguments(), needs_data_state=False)
 
 
+@pytest.mark.parametrize(
+    "step,trained_to,max_steps,minutes,complete",
+    [
+        (4, 4, 4, None, True),  # the run reached its max_steps: nothing to train
+        (4, 4, 50, 0.5, True),  # a budget chose 4 of 50 at the first start: still the target
+        (4, 4, 6, None, False),  # a larger --max_steps without a budget trains further
+        (2, 4, 4, None, False),  # preempted at step 2: continue
+        (4, 4, -1, None, False),  # by epochs: the target needs the data (the trainer stops at it)
+        (5, 4, 4, None, True),  # past it (a run trained one step beyond before the fix): nothing more
+    ],
+)
+def test_a_checkpoint_at_the_steps_it_would_train_to_is_complete(
+    tmp_path, step, trained_to, max_steps, minutes, complete
+):
+    _checkpoint(tmp_path / f"checkpoint-{step}", max_steps=trained_to)
+    plan = plan_resume(_args(tmp_path, "last"), ResumeArguments(), needs_data_state=False)
+    assert plan.step == step and plan.complete(max_steps, minutes) is complete
+
+
 def test_streamed_data_needs_the_data_state(tmp_path):
     checkpoint = _checkpoint(tmp_path / "checkpoint-4")
     with pytest.raises(ValueError, match="has no data_state.json: the data pipeline's position"):
