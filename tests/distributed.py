@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import multiprocessing
@@ -105,9 +106,21 @@ def _save_coverage() -> None:
             cov.save()
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this rank when the test process dies (``prctl(PR_SET_PDEATHSIG)``), and exit now if it already
+    has; elsewhere nothing (the deadline still ends the rank)."""
+    parent_process = multiprocessing.parent_process()
+    parent = parent_process.pid if parent_process is not None else os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _rank_main(rank: int, world_size: int, port: int, out: Path, fn: Callable, args: tuple, kwargs: dict) -> None:
     """The body of a forked rank: environment, one thread, ``fn``, its result (or traceback) to ``out``."""
     os.setpgid(0, 0)  # its own process group: a kill reaches the rank's DataLoader workers too
+    _die_with_parent()  # out of pytest's group, so a killed test process must take its ranks with it
     gc.freeze()  # the test process's objects: never collected here (each gc pass skips them, no copied pages)
     code = 1
     try:

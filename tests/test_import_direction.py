@@ -96,7 +96,7 @@ def test_the_rule_catches_each_climb_and_passes_the_downward_imports():
          ["1: hf_lmobj (collators/ imports fim/ at module level)"]),
         # allowed: downward imports, a submodule or the faces' private machinery from the top, fim/ inside a function
         ("hf_lmobj/trainer/auxiliary.py", "from hf_lmobj.models.head import capture_head\nimport hf_lmobj.trainer.x\n", []),
-        ("hf_lmobj/data/__init__.py", "from hf_lmobj import _lazy_face\nfrom hf_lmobj import checks, files\n", []),
+        ("hf_lmobj/data/__init__.py", "from hf_lmobj.lazy_faces import lazy_face\nfrom hf_lmobj import checks, files\n", []),
         ("hf_lmobj/collators/causal.py", "def f():\n    from hf_lmobj.fim.format import fim_layout\n", []),
         ("hf_lmobj/models/mtp.py", "from hf_lmobj.losses.targets import objective_targets\n", []),
         ("hf_lmobj/__init__.py", "from hf_lmobj import x\n", []),  # the top face itself

@@ -15,7 +15,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.baselines.compression import COMPRESSORS, compression_bits_per_byte
@@ -23,4 +23,4 @@ if TYPE_CHECKING:
 
 __all__ = ["COMPRESSORS", "compression_bits_per_byte", "KneserNeyLM", "flatten_sequences", "modified_kn_discounts"]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -14,7 +14,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.cards.data import (
@@ -45,4 +45,4 @@ __all__ = [
     "eval_results_entries",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -38,7 +38,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.checks.ids import (
@@ -93,4 +93,4 @@ __all__ = [
     "check_return_tensors",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -8,7 +8,7 @@ Reproducibility: with ``seed`` set, each token's uniforms are a counter-based fu
 (:func:`~hf_lmobj.collators._masking.counter_uniforms`) of its example's seed (from ``(seed, epoch,
 example)``: :mod:`hf_lmobj.collators.seeding`) and its position, so a mask does not depend on the
 batch, ``num_workers``, world size or the resume point. Advance the epoch with ``set_epoch(n)`` or
-``seeding.CollatorEpochCallback(collator)`` (with ``persistent_workers=False``, the default, so
+``CollatorEpochCallback(collator)`` (:mod:`hf_lmobj.collators.epoch_callback`) (with ``persistent_workers=False``, the default, so
 DataLoader workers see it), else every epoch repeats the same masks. ``seed=None`` draws a fresh OS
 seed per call (never the global RNG): every call masks afresh.
 

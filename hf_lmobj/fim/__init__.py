@@ -21,7 +21,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.fim.collator import DataCollatorForFillInTheMiddle, fim_dataset
@@ -69,4 +69,4 @@ __all__ = [
     "comparison_lines",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

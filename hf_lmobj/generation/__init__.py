@@ -12,7 +12,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.generation.sampling import SamplingLogitsProcessor, sampling_generate_kwargs
@@ -22,4 +22,4 @@ __all__ = [
     "sampling_generate_kwargs",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -17,7 +17,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
@@ -25,4 +25,4 @@ if TYPE_CHECKING:
 
 __all__ = ["causal_lm_loss", "masked_lm_loss", "seq2seq_lm_loss", "linear_cross_entropy", "linear_token_losses"]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -28,8 +28,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
 from hf_lmobj.files import write_atomic
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
@@ -174,4 +174,4 @@ __all__ = [
     "sync_space_copies",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

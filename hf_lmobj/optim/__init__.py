@@ -13,7 +13,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.optim.arguments import OptimizerArguments, optimizer_cls_and_kwargs
@@ -28,4 +28,4 @@ __all__ = [
     "optimizer_cls_and_kwargs",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -23,7 +23,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from hf_lmobj import _lazy_face
+from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.packing.bins import best_fit_decreasing, best_fit_placement, chunk_lengths, packing_efficiency
@@ -55,4 +55,4 @@ __all__ = [
     "split_documents",
 ]
 
-__getattr__, __dir__ = _lazy_face(__name__, __all__)
+__getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -14,10 +14,10 @@ from hf_lmobj.metrics.lighteval_data import TextSums, corpus_figure, text_sums
 from hf_lmobj.metrics.sums import (
     _check_counts,
     _check_flag,
+    _check_int,
     _check_nll_sums,
     bits_per_byte_from_sums,
     byte_perplexity_from_sums,
-    check_int,
     check_sums,
     check_window_lengths,
     nll_per_unit,
@@ -118,9 +118,9 @@ def test_numpy_and_huge_counts_are_accepted_as_they_are():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: check_int(True, "max_length"), TypeError, "max_length must be an int >= 1, got True"),
-        (lambda: check_int(0, "stride"), ValueError, "stride must be an int >= 1, got 0"),
-        (lambda: check_int(8.0, "max_length"), TypeError, "got 8.0"),
+        (lambda: _check_int(True, "max_length"), TypeError, "max_length must be an int >= 1, got True"),
+        (lambda: _check_int(0, "stride"), ValueError, "stride must be an int >= 1, got 0"),
+        (lambda: _check_int(8.0, "max_length"), TypeError, "got 8.0"),
         (lambda: _check_flag("False", "add_start_token"), TypeError, "add_start_token must be True or False"),
         (lambda: check_window_lengths(8, 9), ValueError, r"stride must be an int in \[1, max_length=8\]"),
     ],

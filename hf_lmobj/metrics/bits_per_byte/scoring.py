@@ -42,7 +42,7 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from .sums import SumsMetric, _check_flag, check_int, check_window_lengths, count_words, sums_from_compute_args
+from .sums import SumsMetric, _check_flag, _check_int, check_window_lengths, count_words, sums_from_compute_args
 
 #: The window layouts of :func:`score_texts`: strided sliding windows, or lm-eval's disjoint rolling ones.
 WINDOWS = ("strided", "lm_eval")
@@ -254,7 +254,7 @@ def score_texts(
         )
     if lm_eval and stride is not None and stride != max_length:
         raise ValueError(f"windows='lm_eval' uses disjoint windows (stride = max_length); got stride={stride!r}")
-    batch_size = check_int(batch_size, "batch_size", 1, "windows per forward pass")
+    batch_size = _check_int(batch_size, "batch_size", 1, "windows per forward pass")
     add_start_token, progress = _check_flag(add_start_token, "add_start_token"), _check_flag(progress, "progress")
     if max_length is not None:  # checked before anything is loaded
         max_length, stride = check_window_lengths(max_length, max_length if stride is None else stride)

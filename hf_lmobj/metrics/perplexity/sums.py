@@ -60,7 +60,7 @@ def _torch() -> Any:
     return sys.modules.get("torch")
 
 
-def check_int(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
+def _check_int(value: Any, field: str, minimum: int = 1, why: str = "") -> int:
     """An int ``>= minimum`` (numpy ints accepted; bools and floats refused), as an int."""
     reason = f" ({why})" if why else ""
     if _is_bool(value) or not isinstance(value, numbers.Integral):
@@ -144,8 +144,8 @@ def check_window_lengths(max_length: int, stride: int) -> tuple[int, int]:
         ...
         ValueError: stride must be an int in [1, max_length=8] (new tokens scored per window), got 9
     """
-    max_length = check_int(max_length, "max_length", 1, "tokens per forward pass")
-    stride = check_int(stride, "stride", 1, "new tokens scored per window after the first")
+    max_length = _check_int(max_length, "max_length", 1, "tokens per forward pass")
+    stride = _check_int(stride, "stride", 1, "new tokens scored per window after the first")
     if stride > max_length:
         raise ValueError(
             f"stride must be an int in [1, max_length={max_length}] (new tokens scored per window), got {stride}"
