@@ -34,7 +34,7 @@ from hf_lmobj.checks import check_flag, check_length, check_name
 from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.corpus import SPECIAL_TOKENS, build_tokenizer, load_text_splits
 from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_writer import tokenize_to_token_store
+from hf_lmobj.data.tokenize_store import tokenize_to_token_store
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 

@@ -13,7 +13,7 @@ import hf_lmobj
 from hf_lmobj.losses.functional import causal_lm_loss, masked_lm_loss, seq2seq_lm_loss
 from hf_lmobj.losses.targets import objective_targets
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
-from hf_lmobj.trainer.objective_trainer import check_objective, infer_objective, make_compute_loss_func
+from hf_lmobj.trainer.compute_loss import check_objective, infer_objective, make_compute_loss_func
 from tests.testing_utils import OBJECTIVES as TESTED_OBJECTIVES
 from tests.testing_utils import build_model
 

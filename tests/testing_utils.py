@@ -62,6 +62,11 @@ def clean_env() -> dict[str, str]:
     return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
+def launch_env(**extra: str) -> dict[str, str]:
+    """The environment of a launched run: one thread per process, quiet tokenizers, no Hub access."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", **extra}
+
+
 def see_site_view(root: Path, view: Path) -> Path:
     """The python of the venv at ``root``, made to see the packages linked into ``view`` (a ``.pth`` file)."""
     python = root / "bin" / "python"
@@ -130,7 +135,7 @@ CONFIG_DIR = REPO / "recipes" / "accelerate_configs"
 def torchrun(script: Path, nproc: int, *args: str, timeout: int = 600, cwd: Path | None = None) -> None:
     """Run ``script`` under ``torch.distributed.run`` with ``nproc`` gloo processes (in ``cwd``, default this
     process's); fail with its output."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    env = launch_env()
     cmd = [
         sys.executable,
         "-m",

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from hf_lmobj.cards.data import (
         build_card_data,
         check_results,
-        eval_results_entries,
         left_out_results,
         split_metrics,
     )
+    from hf_lmobj.cards.eval_results import eval_results_entries
     from hf_lmobj.cards.writer import (
         LEFT_OUT_LINE,
         LOSS_CURVE_NAME,

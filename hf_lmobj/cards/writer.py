@@ -32,16 +32,18 @@ import yaml
 from huggingface_hub import ModelCard
 
 from hf_lmobj.cards.data import (
-    EVAL_RESULTS_SOURCE_URL,
     _as_number,
-    _check_date,
     _sort_metrics,
     build_card_data,
-    eval_results_entries,
     format_value,
     framework_versions,
-    hub_dataset_id,
     merge_foreign_card_data,
+)
+from hf_lmobj.cards.eval_results import (
+    EVAL_RESULTS_SOURCE_URL,
+    _check_date,
+    eval_results_entries,
+    hub_dataset_id,
 )
 from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.objectives import get_objective

@@ -1,6 +1,6 @@
 """``ObjectiveTrainer`` and ``AuxiliaryObjectiveTrainer``: the objective's loss on a stock ``Trainer``.
 
-:mod:`.objective_trainer` (the Trainer and ``make_compute_loss_func``), :mod:`.auxiliary`
+:mod:`.objective_trainer` (the Trainer), :mod:`.compute_loss` (``make_compute_loss_func``), :mod:`.auxiliary`
 (``AuxiliaryObjectiveTrainer``: the models of :mod:`hf_lmobj.models`, MTP and ELECTRA, term by
 term), :mod:`.pipeline_training` and :mod:`.checkpoints` (training on a ``PretrainingStream``, resumable),
 :mod:`.state_files` (a checkpoint's state files read back, checked), :mod:`.teardown`; what runs any Trainer:
@@ -22,8 +22,9 @@ from hf_lmobj.lazy_faces import lazy_face
 
 if TYPE_CHECKING:
     from hf_lmobj.trainer.auxiliary import AuxiliaryObjectiveTrainer
+    from hf_lmobj.trainer.compute_loss import make_compute_loss_func
     from hf_lmobj.trainer.cpu_threads import AdaptiveThreadsCallback, RuntimeArguments, thread_control
-    from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, make_compute_loss_func
+    from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
     from hf_lmobj.trainer.resume import ResumeArguments, ResumePlan, begin_new_run, plan_resume, step_budget
     from hf_lmobj.trainer.time_budget import StepBudget, fit_max_steps_to_budget
 

@@ -69,7 +69,8 @@ from hf_lmobj.models.head import base_model_of, capture_head, linear_head
 from hf_lmobj.models.mtp import MultiTokenPredictionModel
 from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
 from hf_lmobj.objectives import objective_of_variant
-from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, check_objective, model_inputs
+from hf_lmobj.trainer.compute_loss import check_objective, model_inputs
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 
 Auxiliary = Literal["mtp", "electra"]
 AUXILIARY_OBJECTIVES: dict[type, tuple[str, str]] = {  # model class -> (auxiliary name, the objective it rides on)

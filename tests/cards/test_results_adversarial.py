@@ -14,7 +14,8 @@ import yaml
 from huggingface_hub import ModelCard
 
 from hf_lmobj.cards import eval_results_entries, split_metrics, write_eval_results, write_model_card
-from hf_lmobj.cards.data import EVAL_RESULTS_SOURCE_URL, check_results, left_out_results
+from hf_lmobj.cards.data import check_results, left_out_results
+from hf_lmobj.cards.eval_results import EVAL_RESULTS_SOURCE_URL
 from hf_lmobj.cards.writer import LEFT_OUT_LINE, LOSS_CURVE_NAME
 from hf_lmobj.metrics.lighteval_data import check_text_dataset, write_text_dataset
 from hf_lmobj.recipes.runtime.after_training import write_metrics

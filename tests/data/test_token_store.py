@@ -12,8 +12,10 @@ import pytest
 
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import token_store_writer
-from hf_lmobj.data.token_store import TOKEN_STORE_FORMAT, TokenStore, token_dtype
-from hf_lmobj.data.token_store_writer import tokenize_to_token_store, write_token_store
+from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.data.token_store_files import TOKEN_STORE_FORMAT, token_dtype
+from hf_lmobj.data.token_store_writer import write_token_store
+from hf_lmobj.data.tokenize_store import tokenize_to_token_store
 
 TEXTS = [
     "def f(x):\n    return x + 1\n",

@@ -22,10 +22,11 @@ import torch
 from transformers import AutoTokenizer
 
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data import token_store_writer
+from hf_lmobj.data import token_store_writer, tokenize_store
 from hf_lmobj.data.prepare_stream import _open_source
 from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_writer import tokenize_to_token_store, write_token_store
+from hf_lmobj.data.token_store_writer import write_token_store
+from hf_lmobj.data.tokenize_store import tokenize_to_token_store
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 
 DOCUMENTS = [[5, 6, 7], [8], [9, 10]]  # offsets [0, 3, 4, 6], 6 uint16 tokens (12 bytes)
@@ -162,9 +163,9 @@ def test_an_older_store_without_a_fingerprint_and_extra_files_still_open(tmp_pat
 
 
 def test_offsets_are_checked_in_chunks_of_bounded_size(tmp_path, monkeypatch):
-    from hf_lmobj.data import token_store
+    from hf_lmobj.data import token_store_files
 
-    monkeypatch.setattr(token_store, "_CHECK_OFFSETS", 2)  # the last document's offsets lie in another chunk
+    monkeypatch.setattr(token_store_files, "_CHECK_OFFSETS", 2)  # the last document's offsets lie in another chunk
     folder = make_store(tmp_path, [[1], [2], [3], [4], [5, 6]])
     assert len(TokenStore.open(folder)) == 5
     save_offsets(folder, [0, 1, 2, 3, 6, 6])  # document 4 empty, in the last chunk
@@ -580,7 +581,7 @@ def test_a_failed_tokenizer_save_leaves_no_store_and_no_temporary_folder(
         started.append(True)
         yield [1, 2, 3]
 
-    monkeypatch.setattr(token_store_writer, "_iter_tokenized", lambda *a, **k: started.append(True) or iter([[1]]))
+    monkeypatch.setattr(tokenize_store, "_iter_tokenized", lambda *a, **k: started.append(True) or iter([[1]]))
     real = type(tokenizer).save_pretrained
     monkeypatch.setattr(type(tokenizer), "save_pretrained", failure(real, other_tokenizer))
     with pytest.raises(error, match=words):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, REPO, SCRIPTS
+from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, REPO, SCRIPTS, launch_env
 
 GLOO_SCRIPT = SCRIPTS / "allreduce_gloo.py"
 
@@ -79,7 +79,7 @@ def test_shipped_config_launches_a_two_step_pretrain_run_on_cpu(name, tmp_path):
     from safetensors.torch import load_file
 
     flags, world_size, mixed_precision = CPU_RUNS[name]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    env = launch_env()
     command = [
         sys.executable,
         "-m",

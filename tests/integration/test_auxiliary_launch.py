@@ -4,7 +4,6 @@ recipes/pretrain.py --config ...` on 1 and 2 CPU processes and write a card (2 s
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, REPO
+from tests.testing_utils import CONFIG_DIR, QUICK_PRETRAIN, REPO, launch_env
 
 AUXILIARY = {  # config -> (objective, stock class saved, folder of the extra modules, a logged auxiliary term)
     "causal/mtp_demo.yaml": ("causal", "LlamaForCausalLM", "mtp", "mtp_depth_1_loss"),
@@ -39,8 +38,7 @@ def test_accelerate_launch_pretrains_with_the_auxiliary_objective_and_writes_a_c
     from hf_lmobj.models.mtp import MultiTokenPredictionModel
 
     objective, stock_class, extra, term = AUXILIARY[config]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1"}  # fmt: skip
+    env = launch_env(HF_DATASETS_OFFLINE="1")
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG_DIR / launch),
                str(REPO / "recipes" / "pretrain.py"), *_overrides(config), "--output_dir", str(tmp_path),
                "--disable_tqdm", "true"]  # fmt: skip

@@ -28,10 +28,10 @@ from safetensors.torch import load_file
 
 from hf_lmobj.trainer.checkpoints import latest_complete_checkpoint
 from hf_lmobj.trainer.state_files import COMPLETE_NAME
-from tests.testing_utils import CONFIG_DIR, QUICK, REPO, write_stdlib_jsonl
+from tests.testing_utils import CONFIG_DIR, QUICK, REPO, launch_env, write_stdlib_jsonl
 
 STEPS = 30
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+ENV = launch_env()
 TIMEOUT = 300  # seconds, for any one launch (each takes ~20 s on 2 cores)
 
 

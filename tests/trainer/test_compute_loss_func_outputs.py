@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
-from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
+from hf_lmobj.trainer.compute_loss import make_compute_loss_func
 
 LABELS = torch.tensor([[0, 1, 1]])
 LOGITS = torch.zeros(1, 3, 2)

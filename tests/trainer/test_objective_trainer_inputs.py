@@ -16,7 +16,7 @@ from transformers import EvalPrediction, TrainingArguments, default_data_collato
 
 from hf_lmobj import ObjectiveTrainer
 from hf_lmobj.metrics.trainer_metrics import LanguageModelingMetrics
-from hf_lmobj.trainer.objective_trainer import make_compute_loss_func
+from hf_lmobj.trainer.compute_loss import make_compute_loss_func
 from tests.testing_utils import tiny_gpt2
 
 V = 64

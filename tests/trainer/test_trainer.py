@@ -11,7 +11,8 @@ from distributed_step import parameter_update, sgd_args
 from transformers import Trainer
 
 from hf_lmobj.losses.targets import count_targets
-from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer, infer_objective, make_compute_loss_func
+from hf_lmobj.trainer.compute_loss import infer_objective, make_compute_loss_func
+from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from tests.testing_utils import (
     OBJECTIVES,
     TINY_IDS,
