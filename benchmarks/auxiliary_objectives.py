@@ -38,8 +38,10 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from hf_lmobj.config import parse_args_with_config
-from hf_lmobj.corpus import build_tokenizer, load_text_splits
-from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
+from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
+from hf_lmobj.data.prepare import DataArguments
+from hf_lmobj.data.prepare_run import prepare_run_data
+from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.metrics.scoring import score_texts
 from hf_lmobj.metrics.sums import bits_per_byte_from_sums
 from hf_lmobj.models.pretraining import AuxiliaryArguments, build_pretraining_model, token_predictor
@@ -77,8 +79,9 @@ class Arm:
         self.tokenizer = cache[vocab]
         key = (dataclasses.astuple(self.data_args), self.model_args.attn_implementation, self.train_args.seed)
         if key not in cache:  # two arms of one comparison train on the same prepared data
-            cache[key] = prepare_objective_data(self.data_args.objective, self.tokenizer, splits, self.data_args,
-                                                self._model(), self.train_args.seed)  # fmt: skip
+            cache[key] = prepare_run_data(open_sources(self.data_args, splits), self.data_args.objective, self.tokenizer,
+                                          self.data_args, self.train_args.per_device_train_batch_size,
+                                          self._model(), self.train_args.seed)  # fmt: skip
         self.data = cache[key]
 
     def _model(self):
@@ -271,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    splits = load_text_splits()
+    splits = load_stdlib_corpus()
     cache: dict = {}
     results = {}
     if args.only in (None, "mtp"):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         Denoiser,
         compute_input_and_target_lengths,
     )
-    from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
+    from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus, train_tokenizer
     from hf_lmobj.data import (
         DatasetSource,
         PipelineLoader,
@@ -144,6 +144,7 @@ __all__ = [
     "LanguageModelingMetrics",
     # hf_lmobj.corpus
     "build_tokenizer",
+    "train_tokenizer",
     "load_stdlib_corpus",
 ]
 

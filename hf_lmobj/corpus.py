@@ -1,9 +1,10 @@
-"""The embedded default corpus (the Python standard library's own source) and its tokenizer.
+"""The embedded default corpus (the Python standard library's own source) and tokenizers trained on any text.
 
 Nothing here touches the network: the corpus is read from the running interpreter's ``Lib/``
-folder and the tokenizer is trained locally with the ``tokenizers`` library, then cached on disk.
-Users who want a Hub dataset or tokenizer use ``datasets.load_dataset`` /
-``AutoTokenizer.from_pretrained`` as usual; every function in this package accepts those too.
+folder and tokenizers are trained locally with the ``tokenizers`` library, then cached on disk by a
+fingerprint of the text they were trained on (:func:`train_tokenizer`). Users who want a Hub dataset or
+tokenizer use ``datasets.load_dataset`` / ``AutoTokenizer.from_pretrained`` as usual; every function in
+this package accepts those too.
 
 Example:
     >>> from hf_lmobj.corpus import load_stdlib_corpus
@@ -19,12 +20,22 @@ import os
 import shutil
 import sysconfig
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import datasets
 from transformers import PreTrainedTokenizerFast
 
+from hf_lmobj.checks import check_length
+from hf_lmobj.data.held_out import (
+    DEFAULT_VALIDATION_FRACTION,
+    HeldOut,
+    content_hash,
+    text_problem,
+    texts_fingerprint,
+)
 from hf_lmobj.fim.format import FIM_TOKENS
 
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
@@ -33,7 +44,12 @@ SENTINELS = tuple(f"<extra_id_{i}>" for i in range(NUM_SENTINELS))
 UL2_MODE_TOKENS = ("[R]", "[S]", "[X]")
 # FIM_TOKENS: the fill-in-the-middle sentinels, named as StarCoder's (bigcode) tokenizer names them
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK, MASK, *SENTINELS, *UL2_MODE_TOKENS, *FIM_TOKENS)
-_TOKENIZER_FORMAT = 2  # bump when the trained tokenizer's recipe changes (invalidates the cache); 2: FIM tokens
+#: The vocabulary size of a tokenizer trained here when none is named (pretrain, tokenize_corpus, build_tokenizer).
+DEFAULT_VOCAB_SIZE = 8192
+#: The most UTF-8 bytes of text a tokenizer is trained on: the first documents of the training side up to it.
+TOKENIZER_SAMPLE_BYTES = 64 * 2**20
+# bump when the trained tokenizer's recipe changes (invalidates the cache); 2: FIM tokens; 3: keyed by the sample
+_TOKENIZER_FORMAT = 3
 
 
 def stdlib_root() -> Path:
@@ -41,11 +57,11 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def is_validation_path(relative_path: str, validation_fraction: float = 0.02) -> bool:
-    """Deterministic split: a document is held out when its path's SHA-1 falls in the first buckets.
+def is_validation_path(relative_path: str, validation_fraction: float = DEFAULT_VALIDATION_FRACTION) -> bool:
+    """The labelled sets' split (:mod:`hf_lmobj.data.labelled_sets`, keyed by ``path::qualname``): by the key's SHA-1.
 
-    The bucket is ``int(sha1(path)) % 100``; the split depends only on the relative POSIX path, so
-    it is the same on every machine and for every Python build of one version.
+    The bucket is ``int(sha1(key)) % 100``; the split depends only on the key, so it is the same on
+    every machine. Pre-training text is split by content instead (:class:`hf_lmobj.data.held_out.HeldOut`).
 
     Example:
         >>> is_validation_path("json/decoder.py"), is_validation_path("json/decoder.py", 1.0)
@@ -60,7 +76,8 @@ def is_validation_path(relative_path: str, validation_fraction: float = 0.02) ->
 def iter_stdlib_sources(root: Path | None = None) -> Iterator[tuple[str, str]]:
     """Yield ``(relative_path, text)`` for every UTF-8 ``.py`` file of the standard library, sorted.
 
-    ``site-packages`` (third-party code) is skipped; so are the few files that are not UTF-8.
+    ``site-packages`` (third-party code) is skipped; so are the few files that are not UTF-8, and
+    the empty or whitespace-only ones (nothing to learn from).
     """
     root = root or stdlib_root()
     for path in sorted(root.rglob("*.py")):
@@ -75,24 +92,35 @@ def iter_stdlib_sources(root: Path | None = None) -> Iterator[tuple[str, str]]:
             yield relative.as_posix(), text
 
 
-def load_stdlib_corpus(validation_fraction: float = 0.02, max_documents: int | None = None) -> datasets.DatasetDict:
+def _stdlib_documents(validation_fraction: float, max_documents: int | None) -> Iterator[tuple[str, str, bool]]:
+    """``(path, text, held_out)`` of the first ``max_documents`` stdlib files; held out by the content rule."""
+    rule = HeldOut(validation_fraction)
+    max_documents = check_length(max_documents, "max_documents", 1, "None = every file", optional=True)
+    for index, (path, text) in enumerate(iter_stdlib_sources()):
+        if max_documents is not None and index >= max_documents:
+            return
+        yield path, text, rule.by_rule(content_hash(text))
+
+
+def load_stdlib_corpus(
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION, max_documents: int | None = None
+) -> datasets.DatasetDict:
     """The standard library's source as ``DatasetDict(train=..., validation=...)``.
 
-    One document per file, columns ``text`` and ``path``. ``max_documents`` keeps the first N
-    documents in path order (before the split), for quick tests.
+    One document per file, columns ``text`` and ``path``, in path order. A document is in
+    ``validation`` when :class:`~hf_lmobj.data.held_out.HeldOut` ``(validation_fraction)`` holds it out by
+    its content hash: the rule every source of a run follows, so a store or a stream of these files
+    holds out the same documents. ``max_documents`` keeps the first N documents in path order (before
+    the split), for quick tests.
     """
-    if max_documents is not None and max_documents <= 0:
-        raise ValueError(f"max_documents must be positive or None, got {max_documents}")
     rows: dict[str, dict[str, list[str]]] = {
         "train": {"text": [], "path": []},
         "validation": {"text": [], "path": []},
     }
-    for index, (path, text) in enumerate(iter_stdlib_sources()):
-        if max_documents is not None and index >= max_documents:
-            break
-        split = "validation" if is_validation_path(path, validation_fraction) else "train"
-        rows[split]["text"].append(text)
-        rows[split]["path"].append(path)
+    for path, text, held_out in _stdlib_documents(validation_fraction, max_documents):
+        split = rows["validation" if held_out else "train"]
+        split["text"].append(text)
+        split["path"].append(path)
     features = datasets.Features({"text": datasets.Value("string"), "path": datasets.Value("string")})
     return datasets.DatasetDict(
         {name: datasets.Dataset.from_dict(cols, features=features) for name, cols in rows.items()}
@@ -104,42 +132,134 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("HF_LMOBJ_CACHE", Path.home() / ".cache" / "hf_lmobj"))
 
 
-def _tokenizer_cache_key(vocab_size: int, validation_fraction: float, max_documents: int | None) -> str:
-    import sys
+@dataclass(frozen=True)
+class _Sample:
+    """The texts a tokenizer is trained on: their UTF-8 size and their fingerprint (content and order)."""
 
-    parts = (_TOKENIZER_FORMAT, sys.version_info[:2], vocab_size, validation_fraction, max_documents)
-    return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
+    texts: list[str]
+    num_bytes: int
+    fingerprint: str
+
+
+def _read_sample(texts: Iterable[str], max_bytes: int) -> _Sample:
+    """The texts in order, empty and whitespace-only ones left out, until ``max_bytes`` UTF-8 bytes are reached.
+
+    Whole texts only: the one that reaches the bound is kept and nothing after it is read.
+    """
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be an iterable of strings (a list, a generator), got {type(texts).__name__}")
+    taken: list[str] = []
+    size = 0
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{index}] is a {type(text).__name__}, not a string; give the texts themselves")
+        if text_problem(text) is not None:
+            continue
+        try:
+            size += len(text.encode("utf-8"))
+        except UnicodeEncodeError as error:
+            raise ValueError(
+                f"texts[{index}] is not valid Unicode (a lone surrogate at position {error.start}); clean the text"
+            ) from None
+        taken.append(text)
+        if size >= max_bytes:
+            break
+    return _Sample(taken, size, texts_fingerprint(taken))
+
+
+def _cache_key(sample_fingerprint: str, vocab_size: int) -> str:
+    """The cache folder's name: the trained tokenizer's recipe, its vocabulary size and its sample's fingerprint."""
+    parts = (_TOKENIZER_FORMAT, vocab_size, sample_fingerprint)
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
+def _tokenizer_cache_key(
+    vocab_size: int, validation_fraction: float = DEFAULT_VALIDATION_FRACTION, max_documents: int | None = None
+) -> str:
+    """The cache folder :func:`build_tokenizer` uses for these arguments (its sample's key)."""
+    sample = _read_sample(_stdlib_training_texts(validation_fraction, max_documents), TOKENIZER_SAMPLE_BYTES)
+    return _cache_key(sample.fingerprint, vocab_size)
+
+
+def _stdlib_training_texts(validation_fraction: float, max_documents: int | None) -> Iterator[str]:
+    return (text for _, text, held_out in _stdlib_documents(validation_fraction, max_documents) if not held_out)
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    max_bytes: int = TOKENIZER_SAMPLE_BYTES,
+    cache_dir: str | os.PathLike | None = None,
+) -> tuple[PreTrainedTokenizerFast, dict[str, Any]]:
+    """Train (or load from cache) a byte-level BPE on a bounded sample of ``texts``; return it and its origin.
+
+    The sample is ``texts`` read in order, empty and whitespace-only texts left out, up to ``max_bytes``
+    UTF-8 bytes (whole texts: the one reaching the bound is the last read). Give the training side only
+    (held-out documents excluded). The tokenizer is cached under ``<cache_dir>/tokenizers/<key>``, the key a
+    fingerprint of the sample's content and order, ``vocab_size`` and the training recipe: the same sample
+    loads the cached tokenizer, another sample or size trains a new one. It carries every special token the
+    objectives need: ``<pad>``, ``<s>``, ``</s>``, ``<unk>``, ``<mask>``, the T5 sentinels ``<extra_id_0>`` ...
+    ``<extra_id_99>``, the UL2 mode tokens ``[R]``, ``[S]``, ``[X]`` and StarCoder's fill-in-the-middle tokens
+    ``<fim_prefix>``, ``<fim_middle>``, ``<fim_suffix>``, ``<fim_pad>``. Like GPT-2's, it adds no special token
+    when encoding. A small sample may give fewer than ``vocab_size`` ids (no more merges to learn).
+
+    Returns:
+        The tokenizer and a JSON-able record of its origin: ``{"origin": "trained", "vocab_size": <asked>,
+        "sample_documents": n, "sample_bytes": b, "sample_fingerprint": <16 hex digits>}``.
+
+    Example:
+        >>> tok, origin = train_tokenizer(["zorvu taleki zorvu"] * 50, vocab_size=400)
+        >>> tok.decode(tok("zorvu taleki")["input_ids"]), origin["sample_documents"], origin["sample_bytes"]
+        ('zorvu taleki', 50, 900)
+
+    Raises:
+        TypeError: ``texts`` not an iterable of strings (a lone string is refused), ``vocab_size`` or
+            ``max_bytes`` not an int.
+        ValueError: ``vocab_size`` below the 256 bytes + the special tokens, ``max_bytes`` below 1, a text
+            with a lone surrogate, no text left to train on (none given, or all empty / whitespace-only).
+    """
+    least = 256 + len(SPECIAL_TOKENS)
+    vocab_size = check_length(vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
+    max_bytes = check_length(max_bytes, "max_bytes", 1, "the sample's bound in UTF-8 bytes")
+    sample = _read_sample(texts, max_bytes)
+    if not sample.texts:
+        raise ValueError(
+            "no text to train a tokenizer on: every text given was empty or whitespace-only (or none was given); "
+            "give the training texts, or name a tokenizer (--tokenizer_name)"
+        )
+    folder = Path(cache_dir or default_cache_dir()) / "tokenizers" / _cache_key(sample.fingerprint, vocab_size)
+    if not (folder / "tokenizer.json").exists():
+        _publish_tokenizer(_train_byte_level_bpe(sample.texts, vocab_size), folder)
+    origin = {
+        "origin": "trained",
+        "vocab_size": vocab_size,
+        "sample_documents": len(sample.texts),
+        "sample_bytes": sample.num_bytes,
+        "sample_fingerprint": sample.fingerprint,
+    }
+    return PreTrainedTokenizerFast.from_pretrained(folder), origin
 
 
 def build_tokenizer(
-    vocab_size: int = 8192,
-    validation_fraction: float = 0.02,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     max_documents: int | None = None,
-    cache_dir: str | Path | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> PreTrainedTokenizerFast:
-    """Train (or load from cache) a byte-level BPE on the corpus's train split.
+    """:func:`train_tokenizer` on the embedded corpus's training side (its first ``max_documents`` files).
 
-    The tokenizer carries every special token the objectives need: ``<pad>``, ``<s>``, ``</s>``,
-    ``<unk>``, ``<mask>``, the T5 sentinels ``<extra_id_0>`` ... ``<extra_id_99>``, the UL2 mode
-    tokens ``[R]``, ``[S]``, ``[X]`` and StarCoder's fill-in-the-middle tokens ``<fim_prefix>``,
-    ``<fim_middle>``, ``<fim_suffix>``, ``<fim_pad>``. Like GPT-2's, it adds no special token when encoding; the
-    collators and :func:`tokenize_corpus` decide where BOS/EOS go.
+    The documents :func:`load_stdlib_corpus` ``(validation_fraction, max_documents)`` puts in ``train``, in
+    path order; cached like any trained tokenizer (by that sample and ``vocab_size``).
 
     Example:
         >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
         >>> tok.decode(tok("def f(x):\\n    return x")["input_ids"])
         'def f(x):\\n    return x'
     """
-    if vocab_size < 256 + len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must be at least {256 + len(SPECIAL_TOKENS)} (bytes + specials)")
-    folder = Path(cache_dir or default_cache_dir()) / "tokenizers"
-    folder = folder / _tokenizer_cache_key(vocab_size, validation_fraction, max_documents)
-    if (folder / "tokenizer.json").exists():
-        return PreTrainedTokenizerFast.from_pretrained(folder)
-    texts = load_stdlib_corpus(validation_fraction, max_documents)["train"]["text"]
-    tokenizer = _train_byte_level_bpe(texts, vocab_size)
-    _publish_tokenizer(tokenizer, folder)
-    return PreTrainedTokenizerFast.from_pretrained(folder)
+    least = 256 + len(SPECIAL_TOKENS)
+    vocab_size = check_length(vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
+    texts = _stdlib_training_texts(validation_fraction, max_documents)
+    return train_tokenizer(texts, vocab_size, cache_dir=cache_dir)[0]
 
 
 def _publish_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
@@ -147,9 +267,10 @@ def _publish_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None
 
     The temporary name is unique (pid and a random part: two containers may share a pid and a cache),
     so no two writers ever share one. When another process has published ``folder`` first (the same
-    tokenizer: the key is the recipe), its copy is kept and this one removed; a ``folder`` that holds no
-    ``tokenizer.json`` is not a cache entry and is refused by name.
+    tokenizer: the key is the sample and the recipe), its copy is kept and this one removed; a ``folder``
+    that holds no ``tokenizer.json`` is not a cache entry and is refused by name.
     """
+    folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         tokenizer.save_pretrained(tmp)
@@ -158,7 +279,7 @@ def _publish_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None
         except OSError:  # another process won the race (its copy is identical), or folder is not a cache entry
             if not (folder / "tokenizer.json").is_file():
                 raise ValueError(
-                    f"{folder} is in the tokenizer cache but holds no tokenizer.json (not written by build_tokenizer); "
+                    f"{folder} is in the tokenizer cache but holds no tokenizer.json (not written by train_tokenizer); "
                     "remove that folder and rerun"
                 ) from None
     finally:
@@ -250,30 +371,3 @@ def tokenize_corpus(
         num_proc=num_proc,
         desc="tokenize",
     )
-
-
-def load_text_splits(
-    dataset_name: str | None = None,
-    dataset_config: str | None = None,
-    text_column: str = "text",
-    validation_fraction: float = 0.02,
-    max_documents: int | None = None,
-) -> datasets.DatasetDict:
-    """Train/validation text splits: the embedded corpus by default, else a Hub or local dataset.
-
-    A named dataset goes through ``datasets.load_dataset`` as usual; without a ``validation``
-    split, ``validation_fraction`` of ``train`` is held out with a fixed seed.
-    """
-    if dataset_name is None:
-        return load_stdlib_corpus(validation_fraction, max_documents)
-    loaded = datasets.load_dataset(dataset_name, dataset_config)
-    if "train" not in loaded:
-        raise ValueError(f"dataset {dataset_name!r} has no 'train' split (has {list(loaded)})")
-    require_columns(loaded["train"], text_column=text_column)
-    train = loaded["train"]
-    if max_documents is not None:
-        train = train.select(range(min(max_documents, train.num_rows)))
-    if "validation" in loaded:
-        return datasets.DatasetDict(train=train, validation=loaded["validation"])
-    split = train.train_test_split(test_size=validation_fraction, seed=0)
-    return datasets.DatasetDict(train=split["train"], validation=split["test"])

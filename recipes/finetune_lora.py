@@ -40,9 +40,10 @@ from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.checks import check_length, check_name, check_number
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.corpus import load_text_splits
 from hf_lmobj.data.labelled_sets import build_instruction_dataset, tokenize_instructions
-from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
+from hf_lmobj.data.prepare import DataArguments
+from hf_lmobj.data.prepare_run import prepare_run_data
+from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.models.stock import ModelArguments, check_positions, position_limit
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed
@@ -124,13 +125,13 @@ def instruction_data(tokenizer, args: LoraArguments) -> tuple[datasets.Dataset, 
     return train, _head(evaluation, args.max_eval_examples)
 
 
-def continue_data(tokenizer, args: LoraArguments, model):
-    """Packed raw text, exactly as ``recipes/pretrain.py`` prepares it for the causal objective."""
-    splits = load_text_splits(args.dataset_name, args.dataset_config, args.text_column,
-                              args.validation_fraction, args.max_examples)  # fmt: skip
-    data_args = DataArguments(objective="causal", text_column=args.text_column, max_length=args.max_length,
+def continue_data(tokenizer, args: LoraArguments, model, batch_size: int, seed: int = 0):
+    """Packed raw text, on the data path of ``recipes/pretrain.py`` (held-out documents by content hash)."""
+    data_args = DataArguments(objective="causal", dataset_name=args.dataset_name, dataset_config=args.dataset_config,
+                              text_column=args.text_column, max_length=args.max_length,
+                              validation_fraction=args.validation_fraction, max_documents=args.max_examples,
                               max_eval_rows=args.max_eval_examples)  # fmt: skip
-    data = prepare_objective_data("causal", tokenizer, splits, data_args, model=model)
+    data = prepare_run_data(open_sources(data_args), "causal", tokenizer, data_args, batch_size, model, seed)
     return data.train_dataset, data.eval_dataset, data.collator
 
 
@@ -172,7 +173,9 @@ def finetune(argv: list[str] | None = None) -> tuple[ObjectiveTrainer, dict[str,
             train, evaluation = instruction_data(tokenizer, lora_args)
             collator = DataCollatorForCausalLM(tokenizer, max_length=lora_args.max_length)
         else:
-            train, evaluation, collator = continue_data(tokenizer, lora_args, model.get_base_model())
+            train, evaluation, collator = continue_data(
+                tokenizer, lora_args, model.get_base_model(), train_args.per_device_train_batch_size, train_args.seed
+            )
     # eval_loss / eval_perplexity over every target token of the eval set (not a mean of batch means)
     trainer = ObjectiveTrainer(model=model, args=train_args, data_collator=collator, train_dataset=train,
                                eval_dataset=evaluation)  # fmt: skip

@@ -30,13 +30,16 @@ if __name__ == "__main__" and not __package__:
 
 import copy
 from pathlib import Path
+from typing import Any
 
-from transformers import AutoTokenizer, set_seed
+import datasets
+from transformers import set_seed
 
+from hf_lmobj.cards import check_provenance
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.corpus import build_tokenizer, load_text_splits
-from hf_lmobj.data.prepare_fim import prepare_pretraining_data
-from hf_lmobj.data.prepare_stream import bounded_documents, prepare_pipeline_data, uses_pipeline
+from hf_lmobj.data.prepare_run import prepare_run_data
+from hf_lmobj.data.run_sources import open_sources
+from hf_lmobj.data.run_tokenizer import run_tokenizer
 from hf_lmobj.files import read_json
 from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
 from hf_lmobj.models.pretraining import build_pretraining_model, token_predictor
@@ -49,7 +52,7 @@ from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.resume import ResumePlan, begin_new_run, complete_run_line, plan_resume, step_budget
 from hf_lmobj.trainer.teardown import close_distributed
 
-from .report.infilling import infilling_cases, validation_infilling
+from .report.infilling import check_comparable_baseline, infilling_cases, validation_infilling
 from .report.pretrain_report import (
     baseline_bits_per_byte,
     baseline_key,
@@ -65,7 +68,7 @@ from .runtime.pretrain_run import ARGUMENT_CLASSES, PretrainArguments, Run
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parse_arguments(argv)
-    resume = plan_resume(args.training, args.resume, needs_data_state=uses_pipeline(args.data))  # fails in seconds
+    resume = plan_resume(args.training, args.resume, needs_data_state=True)  # fails in seconds
     if resume.complete(args.training.max_steps, args.runtime.max_train_minutes):
         return complete_run(args, resume)
     run = setup(args, resume)
@@ -105,26 +108,27 @@ def complete_run(args: PretrainArguments, resume: ResumePlan) -> dict[str, float
 
 
 def setup(args: PretrainArguments, resume: ResumePlan) -> Run:
-    """Threads, then the corpus, the tokenizer, the model, the data and the trainer (``resume``: plan_resume's)."""
+    """Threads, then the sources and the validation text, the tokenizer, the model, the data and the trainer
+    (``resume``: plan_resume's); the main process works first, the others read what it cached."""
     data_args, train_args = args.data, args.training
-    streamed = uses_pipeline(data_args)  # streaming / token store / mixture: nothing is loaded whole
     run = Run(args, PhaseTimer(), resume, thread_control(args.runtime))
     set_seed(train_args.seed)
-    with run.timer.phase("corpus"):
-        splits = None if streamed else load_text_splits(
-            data_args.dataset_name, data_args.dataset_config, data_args.text_column, data_args.validation_fraction,
-            data_args.max_documents,
-        )  # fmt: skip
-    with run.timer.phase("tokenizer"):
-        name = data_args.tokenizer_name
-        run.tokenizer = AutoTokenizer.from_pretrained(name) if name else build_tokenizer(data_args.vocab_size)
+    if train_args.process_index != 0:
+        datasets.disable_progress_bars()  # one process draws progress bars
+    with run.timer.phase("corpus"), train_args.main_process_first(desc="read the data"):
+        sources = open_sources(data_args)
+    check_comparable_baseline(args.fim.fim_baseline_metrics, sources.validation["fingerprint"],
+                              validation_documents=sources.validation["documents"],
+                              validation_bytes=sources.validation["bytes"])  # fmt: skip
+    with run.timer.phase("tokenizer"), train_args.main_process_first(desc="tokenizer"):
+        run.tokenizer, tokenizer_record = run_tokenizer(sources, data_args)
     with run.timer.phase("data"):
         model = build_pretraining_model(data_args.objective, run.tokenizer, args.model, args.auxiliary, train_args.seed)
         check_built_model(model, run.tokenizer, data_args, args.report, args.model)  # a checkpoint's positions too
         if resume.weights_from is not None:  # --weights_only_restart: a new run from a checkpoint's weights
             load_checkpoint_weights(model, resume.weights_from)
         with train_args.main_process_first(desc="prepare data"):
-            _prepare_data(run, model, splits, streamed)
+            _prepare_data(run, model, sources, tokenizer_record)
     trainer_class = AuxiliaryObjectiveTrainer if args.auxiliary.auxiliary_objective else ObjectiveTrainer
     run.trainer = trainer_class(
         model=model, args=train_args, callbacks=[*run.data.callbacks, *([run.threads] if run.threads else [])],
@@ -135,21 +139,17 @@ def setup(args: PretrainArguments, resume: ResumePlan) -> Run:
     return run
 
 
-def _prepare_data(run: Run, model, splits, streamed: bool) -> None:
-    """The objective's datasets and collator, the validation text and the infilling cases (they fail fast)."""
-    a, seed = run.args, run.args.training.seed
-    if streamed:
-        batch = a.training.per_device_train_batch_size
-        run.data, run.validation = prepare_pipeline_data(
-            a.data.objective, run.tokenizer, a.data, batch, model, seed, a.fim
-        )
-    else:
-        run.data = prepare_pretraining_data(a.data.objective, run.tokenizer, splits, a.data, a.fim, model, seed)
-        run.validation = splits["validation"]
-    run.validation_texts = list(run.validation[a.data.text_column])
+def _prepare_data(run: Run, model, sources, tokenizer_record: dict) -> None:
+    """The objective's stream, eval set and collator, the validation text and the infilling cases (they fail fast)."""
+    a = run.args
+    batch = a.training.per_device_train_batch_size
+    spec = get_objective(a.data.objective)  # the objective travels as its spec from here
+    run.data = prepare_run_data(sources, spec, run.tokenizer, a.data, batch, model, a.training.seed, a.fim)
+    run.validation_texts = run.data.validation_texts
+    run.validation = datasets.Dataset.from_dict({a.data.text_column: run.validation_texts})
     run.cases = infilling_cases(run.validation, a.data.text_column, a.fim)
-    if run.data.train_documents is not None and a.data.report_sample_tokens:  # the report's n-gram sample
-        run.data.train_documents = bounded_documents(run.data.train_documents, a.data.report_sample_tokens)
+    run.provenance = {**run.data.provenance, "tokenizer": tokenizer_record}
+    check_provenance(run.provenance)  # what the card will say, checked before training
 
 
 def train(run: Run) -> None:
@@ -176,10 +176,12 @@ def evaluate(run: Run, metrics: dict[str, float]) -> None:
             metrics[spec.accuracy_metric] = target_token_accuracy(
                 token_predictor(trainer.model), data.eval_dataset, fresh
             )
-    if data.sample_documents is not None:  # streamed: the first report_sample_tokens training tokens, read now
-        data.train_documents = data.sample_documents()
-    metrics.update(_train_statistics(run.train_metrics, trainer, data, a.data.report_sample_tokens))
-    metrics.update(trainer.pipeline_token_counts())  # collective: every rank
+    data.train_documents = data.sample_documents()  # the report's training sample, read now
+    metrics.update(_train_statistics(run.train_metrics, trainer, data))
+    counts = trainer.pipeline_token_counts()  # collective: every rank
+    _realized_tokens(run, counts)  # takes the streams' counts of documents passed over
+    metrics.update(counts)
+    metrics.update(_data_figures(run))
     if not spec.scores_text:
         return
     predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
@@ -206,19 +208,41 @@ def report(run: Run, metrics: dict[str, float]) -> None:
     write_and_report(run, metrics, baselines)
 
 
-def _train_statistics(train_metrics: dict, trainer, data, sample_tokens: int | None) -> dict[str, float]:
-    """Training throughput (tokens per second of the training phase) and the unigram entropy of the
-    first ``sample_tokens`` training tokens (None: all of them)."""
-    documents = data.train_documents if data.train_documents is not None else data.train_dataset
-    sample = bounded_documents(documents, sample_tokens) if sample_tokens else documents
+def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
+    """Training throughput (tokens per second of the training phase) and the unigram entropy of the report's
+    training sample."""
     stats = {
         "train_runtime": train_metrics["train_runtime"],
-        "train_unigram_entropy": unigram_entropy(sample),
+        "train_unigram_entropy": unigram_entropy(data.train_documents),
     }
     if trainer.state.num_input_tokens_seen:
         stats["train_tokens_seen"] = trainer.state.num_input_tokens_seen
         stats["train_tokens_per_second"] = trainer.state.num_input_tokens_seen / train_metrics["train_runtime"]
     return stats
+
+
+def _realized_tokens(run: Run, counts: dict[str, int]) -> None:
+    """The card's training sources with the tokens each gave, and the documents the streams passed over."""
+    for source in run.provenance["training"]:
+        source["tokens"] = counts.get(f"train_tokens_{source['name']}")
+    skipped = run.provenance["skipped_documents"]["training"]
+    for reason in skipped:
+        skipped[reason] += counts.pop(f"train_{reason}_documents", 0)
+    run.provenance["held_out_training_documents"] += counts.pop("train_held_out_documents", 0)
+
+
+def _data_figures(run: Run) -> dict[str, Any]:
+    """What metrics.json says of the data: the validation text's identity and the documents skipped."""
+    provenance = run.provenance
+    figures: dict[str, Any] = {
+        "validation_documents": provenance["validation"]["documents"],
+        "validation_fingerprint": provenance["validation"]["fingerprint"],
+    }
+    for side, skipped in provenance["skipped_documents"].items():
+        prefix = "train" if side == "training" else side
+        figures.update({f"{prefix}_skipped_{reason}_documents": count for reason, count in skipped.items()})
+    figures["train_held_out_documents"] = provenance["held_out_training_documents"]
+    return figures
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import datasets
 import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object
@@ -34,7 +35,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.checks import check_flag, check_length, check_name, check_number
 from hf_lmobj.config import parse_args_with_config
-from hf_lmobj.corpus import load_text_splits
+from hf_lmobj.corpus import load_stdlib_corpus
+from hf_lmobj.data.prepare import DataArguments
+from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.metrics import load as load_metric
 from hf_lmobj.metrics.scoring import score_texts
 
@@ -93,9 +96,20 @@ class EvalArguments:
 
 
 def load_texts(args: EvalArguments) -> list[str]:
-    """The split's non-empty texts (empty ones have nothing to predict), first ``max_texts`` of them."""
-    splits = load_text_splits(args.dataset_name, args.dataset_config, args.text_column,
-                              args.validation_fraction, args.max_documents)  # fmt: skip
+    """The split's non-empty texts (empty ones have nothing to predict), first ``max_texts`` of them.
+
+    ``validation`` is the text ``recipes/pretrain.py`` validates on with the same data arguments (the dataset's
+    validation split, else its documents held out by content hash); another split is read as the dataset has it.
+    """
+    if args.split == "validation":
+        data_args = DataArguments(dataset_name=args.dataset_name, dataset_config=args.dataset_config,
+                                  text_column=args.text_column, validation_fraction=args.validation_fraction,
+                                  max_documents=args.max_documents, max_validation_documents=args.max_texts or 2**62)  # fmt: skip
+        return open_sources(data_args).validation_texts
+    if args.dataset_name is None:
+        splits = load_stdlib_corpus(args.validation_fraction, args.max_documents)
+    else:
+        splits = datasets.load_dataset(args.dataset_name, args.dataset_config)
     if args.split not in splits:
         raise ValueError(f"split {args.split!r} not found; the dataset has {sorted(splits)}")
     texts = [text for text in splits[args.split][args.text_column] if text and text.strip()]

@@ -1,21 +1,28 @@
 """Tokenize a corpus once into a token store (memory-mapped tokens + document index) for pre-training.
 
-    python recipes/tokenize_corpus.py --output_dir data/stdlib_store          # the embedded stdlib corpus, local BPE tokenizer
+    python recipes/tokenize_corpus.py --output_dir data/stdlib_store          # the embedded stdlib corpus, its own BPE
     python recipes/tokenize_corpus.py --dataset_name path/to/jsonl_folder --text_column text \\
-        --tokenizer_name gpt2 --num_proc 8 --output_dir data/store
+        --num_proc 8 --output_dir data/store                                 # a BPE trained on that folder
     python recipes/tokenize_corpus.py --dataset_name HuggingFaceFW/fineweb --dataset_config sample-10BT \\
         --streaming true --tokenizer_name gpt2 --output_dir data/fineweb_store   # never materialised
     python -m hf_lmobj.recipes.tokenize_corpus --config my_tokenize.yaml --overwrite true   # from the installed package
 
 ``--dataset_name`` is a Hub id, a local folder of ``.jsonl`` / ``.json`` / ``.parquet`` / ``.txt`` /
 ``.arrow`` files or one such file (through ``datasets.load_dataset``); without it, the embedded
-standard-library corpus (its ``--split``, ``train`` or ``validation``). ``--num_proc N`` tokenizes a
-map-style dataset in N processes (same bytes as one); ``--streaming true`` reads in one process.
-The store is written to ``--output_dir`` (``tokens.bin``, ``offsets.npy``, ``meta.json``; see
-``hf_lmobj.data.token_store``) with the tokenizer in ``<output_dir>/tokenizer/`` (saved before the
-store is renamed into place: the folder appears with both or not at all), so that a training run
-reuses both. Every field of ``TokenizeArguments`` can be set in a ``--config`` YAML
-file or on the command line. One summary line is printed.
+standard-library corpus (every file: its split ``train``). Every document is decided by its content:
+``--validation_fraction`` of them (by a hash of their text, :mod:`hf_lmobj.data.held_out`; the same
+documents a stream or an in-memory copy of the same files holds out) are not stored but written to
+``<output_dir>/held_out.jsonl``, the run's validation text; empty, whitespace-only and one-token
+documents are skipped and counted. Without ``--tokenizer_name``, a byte-level BPE of ``--vocab_size``
+is trained on the training side of the very data being tokenized (held-out documents excluded; its
+first 64 MiB), cached by a fingerprint of that sample. ``--num_proc N`` tokenizes a map-style dataset
+in N processes (same bytes as one); ``--streaming true`` reads in one process (same bytes again).
+The store is written to ``--output_dir`` (``tokens.bin``, ``offsets.npy``, ``document_hashes.npy``,
+``meta.json``, ``held_out.jsonl``; see ``hf_lmobj.data.token_store``) with the tokenizer in
+``<output_dir>/tokenizer/`` (saved before the store is renamed into place: the folder appears with
+all of them or not at all), so that a training run reuses both. Every field of
+``TokenizeArguments`` can be set in a ``--config`` YAML file or on the command line. One summary
+line is printed.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_flag, check_length, check_name
 from hf_lmobj.config import parse_args_with_config
-from hf_lmobj.corpus import SPECIAL_TOKENS, build_tokenizer, load_text_splits
+from hf_lmobj.corpus import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, load_stdlib_corpus, train_tokenizer
+from hf_lmobj.data.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut
 from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store
+from hf_lmobj.data.tokenize_store import tokenize_to_token_store, training_texts
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 
@@ -52,9 +60,22 @@ class TokenizeArguments:
     text_column: str = field(default="text", metadata={"help": "Column holding the raw text."})
     streaming: bool = field(default=False, metadata={"help": "Stream the dataset (never materialised; one process)."})
     tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Hub/local tokenizer; None trains a byte-level BPE on the stdlib corpus."}
+        default=None,
+        metadata={
+            "help": "Hub/local tokenizer; None trains a byte-level BPE on the training side of the data being "
+            "tokenized (held-out documents excluded; its first 64 MiB), cached by that sample."
+        },
     )
-    vocab_size: int = field(default=8192, metadata={"help": "Vocabulary of the locally trained tokenizer."})
+    vocab_size: int = field(
+        default=DEFAULT_VOCAB_SIZE, metadata={"help": "Vocabulary of the tokenizer trained when none is named."}
+    )
+    validation_fraction: float = field(
+        default=DEFAULT_VALIDATION_FRACTION,
+        metadata={
+            "help": "Share of documents held out by a hash of their content: written to <output_dir>/held_out.jsonl, "
+            "never stored; 0 holds nothing out."
+        },
+    )
     num_proc: int | None = field(default=None, metadata={"help": "Tokenizing processes (map-style datasets)."})
     batch_size: int = field(default=1000, metadata={"help": "Texts per tokenizer call."})
     add_bos: bool = field(default=True, metadata={"help": "Start each document with the BOS token."})
@@ -73,18 +94,25 @@ class TokenizeArguments:
             least = 256 + len(SPECIAL_TOKENS)
             self.vocab_size = check_length(self.vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
         self.num_proc = check_length(self.num_proc, "num_proc", 1, "None = one process", optional=True)
+        self.validation_fraction = HeldOut(self.validation_fraction).fraction
         self.batch_size = check_length(self.batch_size, "batch_size", 1, "texts per tokenizer call")
         for name in ("streaming", "add_bos", "add_eos", "overwrite"):
             setattr(self, name, check_flag(getattr(self, name), name))
 
 
 def load_texts(args: TokenizeArguments) -> datasets.Dataset | datasets.IterableDataset:
-    """The split to tokenize, in its own order, cut to ``max_documents``."""
+    """The split to tokenize, in its own order, cut to ``max_documents``.
+
+    The embedded corpus is one split, ``train``: every file in path order (its validation documents are the
+    ones ``--validation_fraction`` holds out, as for any source).
+    """
     if args.dataset_name is None:
-        splits = load_text_splits(max_documents=args.max_documents)  # the first N files, before the split
-        if args.split not in splits:
-            raise ValueError(f"the embedded corpus has splits {list(splits)}, not {args.split!r}")
-        return splits[args.split]
+        if args.split != "train":
+            raise ValueError(
+                f"--split {args.split}: the embedded corpus has one split, 'train' (its validation documents are the "
+                "ones --validation_fraction holds out into held_out.jsonl); pass --split train"
+            )
+        return load_stdlib_corpus(0.0, args.max_documents)["train"]  # every file: the rule below holds out
     source, builder = Path(args.dataset_name), None
     if source.is_file():
         builder = _BUILDERS.get(source.suffix)
@@ -102,16 +130,35 @@ def load_texts(args: TokenizeArguments) -> datasets.Dataset | datasets.IterableD
     return texts
 
 
-def load_tokenizer(args: TokenizeArguments) -> PreTrainedTokenizerBase:
+def load_tokenizer(
+    args: TokenizeArguments, texts: datasets.Dataset | datasets.IterableDataset
+) -> tuple[PreTrainedTokenizerBase, dict]:
+    """The named tokenizer, or one trained on the training side of ``texts``; with its origin for ``meta.json``."""
     if args.tokenizer_name is not None:
-        return AutoTokenizer.from_pretrained(args.tokenizer_name)
-    return build_tokenizer(args.vocab_size)
+        return AutoTokenizer.from_pretrained(args.tokenizer_name), {"origin": "given", "name": args.tokenizer_name}
+    sample = training_texts(texts, args.text_column, args.validation_fraction, args.batch_size)
+    return train_tokenizer(sample, args.vocab_size)
+
+
+def summary(store: TokenStore, seconds: float) -> str:
+    """The one line printed: documents, tokens, bytes and speed; what was held out and skipped."""
+    size = sum((store.path / name).stat().st_size for name in ("tokens.bin", "offsets.npy"))
+    held, skipped = store.held_out_info, store.skipped_documents
+    return (
+        f"token store {store.path}: {store.num_documents:,} documents, {store.num_tokens:,} tokens "
+        f"({store.dtype.name}), {size:,} bytes in {seconds:.1f} s ({store.num_tokens / max(seconds, 1e-9):,.0f} "
+        f"tokens/s); held out {held['documents']:,} documents ({held['bytes']:,} bytes, fraction {held['fraction']:g})"
+        f"; skipped {skipped['empty']:,} empty, {skipped['whitespace']:,} whitespace-only, "
+        f"{skipped['one_token']:,} one-token"
+    )
 
 
 def main(argv: list[str] | None = None) -> TokenStore:
     (args,) = parse_args_with_config((TokenizeArguments,), argv, description=__doc__)
+    if (Path(args.output_dir).exists() or Path(args.output_dir).is_symlink()) and not args.overwrite:
+        raise ValueError(f"{args.output_dir} already exists; pass --overwrite true to replace it")
     texts = load_texts(args)
-    tokenizer = load_tokenizer(args)
+    tokenizer, origin = load_tokenizer(args, texts)
     start = time.perf_counter()
     store = tokenize_to_token_store(
         texts,
@@ -124,13 +171,10 @@ def main(argv: list[str] | None = None) -> TokenStore:
         batch_size=args.batch_size,
         overwrite=args.overwrite,
         save_tokenizer=True,  # inside the store before it appears: never a published store without tokenizer/
+        validation_fraction=args.validation_fraction,
+        tokenizer_origin=origin,
     )
-    seconds = time.perf_counter() - start
-    size = sum((store.path / name).stat().st_size for name in ("tokens.bin", "offsets.npy"))
-    print(
-        f"token store {store.path}: {store.num_documents:,} documents, {store.num_tokens:,} tokens "
-        f"({store.dtype.name}), {size:,} bytes in {seconds:.1f} s ({store.num_tokens / max(seconds, 1e-9):,.0f} tokens/s)"
-    )
+    print(summary(store, time.perf_counter() - start))
     return store
 
 

@@ -1,7 +1,8 @@
 """Model cards from a run's results: ``README.md`` rendered from ``model_cards/``, a loss curve, ``.eval_results/``.
 
-:mod:`.writer` (``write_model_card``, ``plot_loss_curve``, ``write_eval_results``) and :mod:`.data`
-(what the card says, as data: model-index results, tags, versions). Every recipe writes its card
+:mod:`.writer` (``write_model_card``, ``plot_loss_curve``, ``write_eval_results``), :mod:`.data`
+(what the card says, as data: model-index results, tags, versions) and :mod:`.provenance` (the run's data
+record the card names: training sources, validation text, tokenizer, skipped documents). Every recipe writes its card
 through it, and so can a user's own ``ObjectiveTrainer`` script. Rendering needs ``jinja2`` and the
 plot ``matplotlib`` (the ``[recipes]`` extra); importing this package needs neither.
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
         split_metrics,
     )
     from hf_lmobj.cards.eval_results import eval_results_entries
+    from hf_lmobj.cards.provenance import Provenance, check_provenance
     from hf_lmobj.cards.writer import (
         LEFT_OUT_LINE,
         LOSS_CURVE_NAME,
@@ -43,6 +45,8 @@ __all__ = [
     "check_results",
     "build_card_data",
     "eval_results_entries",
+    "check_provenance",
+    "Provenance",
 ]
 
 __getattr__, __dir__ = lazy_face(__name__, __all__)

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from hf_lmobj.cards.provenance import Provenance, check_content_fingerprint, resolve_provenance
 from hf_lmobj.objectives import ObjectiveSpec
 
 FRAMEWORKS = ("hf_lmobj", "torch", "transformers", "accelerate", "datasets", "peft", "huggingface_hub")
@@ -144,6 +145,9 @@ def _sort_metrics(metrics: Mapping[str, Any]) -> _Sorted:
             raise TypeError(f"metrics keys must be str, got {key!r}")
         if key == NON_FINITE_KEY:
             continue  # metrics.json's note of which nulls were NaN / inf: read above
+        if key.endswith("fingerprint"):  # validation_fingerprint: which text the figures are on (16 hex digits)
+            stats[key] = check_content_fingerprint(value, f"metrics[{key!r}]")
+            continue
         value = non_finite.get(key, value)
         value = None if value is None else _as_number(value, f"metrics[{key!r}]")
         prefix = _prefix(key)
@@ -201,7 +205,8 @@ def split_metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, tuple[str, str,
 
     ``metrics.json`` as ``write_metrics`` writes it is read as it is: its ``non_finite_metrics``
     (``{key: "nan"}``, which ``null`` values were NaN or infinite) is no metric, and gives those keys
-    back their NaN / inf. Other values must be real numbers (numpy scalars become Python numbers):
+    back their NaN / inf. A key ending in ``fingerprint`` (``validation_fingerprint``: which text the figures
+    are on) is a statistic of 16 hex digits. Other values must be real numbers (numpy scalars become Python numbers):
     ``TypeError`` for a string or a bool; ``ValueError`` for an impossible value (a perplexity below
     1, negative bits per byte, an accuracy outside [0, 1], a negative or NaN count).
 
@@ -311,22 +316,34 @@ def hub_base_model(name_or_path: str | None) -> str | None:
     return str(name_or_path)
 
 
-def build_card_data(spec: ObjectiveSpec, objective: str, results: Mapping[str, tuple], *, model_name: str,
-                    dataset_name: str, base_model: str | None, license: str) -> ModelCardData:  # fmt: skip
+def build_card_data(
+    spec: ObjectiveSpec,
+    objective: str,
+    results: Mapping[str, tuple],
+    *,
+    model_name: str,
+    provenance: Provenance | Mapping[str, Any],
+    base_model: str | None,
+    license: str,
+) -> ModelCardData:
     """The YAML metadata: library, license, datasets, tags, base model and the model-index.
 
+    ``datasets`` lists the training sources' ids and every result names the validation source
+    (:mod:`.provenance`: a Hub id as it is, a local path by its name, the embedded corpus as
+    ``hf-lmobj/<name>``); ``provenance`` is a run's record or a :class:`~hf_lmobj.cards.provenance.Provenance`.
     ``pipeline_tag`` is set only where a transformers pipeline runs the model (transformers 5 has no
     text2text-generation pipeline), and ``base_model`` only for a Hub id (:func:`hub_base_model`).
     """
+    record = resolve_provenance(provenance)
     eval_results = [
-        EvalResult(task_type=spec.task, dataset_type=dataset_name, dataset_name=dataset_name,
+        EvalResult(task_type=spec.task, dataset_type=record.validation_id, dataset_name=record.validation_name,
                    dataset_split=split, metric_type=metric_type, metric_name=name, metric_value=value)
         for metric_type, name, split, value in check_results(results).values()
     ]  # fmt: skip
     return ModelCardData(
         library_name="transformers",
         license=license,
-        datasets=[dataset_name],
+        datasets=record.training_ids,
         tags=["hf_lmobj", objective, spec.task],
         base_model=hub_base_model(base_model),
         pipeline_tag=spec.pipeline_tag,

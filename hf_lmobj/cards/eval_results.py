@@ -13,34 +13,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from hf_lmobj.cards.data import check_results
+from hf_lmobj.cards.provenance import Provenance, resolve_provenance
 
 #: Results that also go into the Hub's ``.eval_results/<task_id>.yaml`` files (metric types).
 EVAL_RESULTS_METRICS = ("perplexity", "bits_per_byte")
-#: The embedded corpora (``python-stdlib``, ``python-stdlib-functions``, ...) get ids in this namespace.
-EMBEDDED_CORPUS_NAMESPACE = "hf-lmobj"
 #: ``source.url`` of the results files: the project that computed them.
 EVAL_RESULTS_SOURCE_URL = "https://github.com/hf-lmobj/hf_lmobj"
 
 
-def hub_dataset_id(dataset_name: str) -> str:
-    """The dataset id of a results file: a Hub id as it is, an embedded corpus as ``hf-lmobj/<name>``.
-
-    The embedded corpus is the standard library's source of the running Python, so its id is stable
-    (``hf-lmobj/python-stdlib``) and the Python version goes into the entry's ``notes``.
-
-    >>> hub_dataset_id("python-stdlib"), hub_dataset_id("Salesforce/wikitext")
-    ('hf-lmobj/python-stdlib', 'Salesforce/wikitext')
-    """
-    return f"{EMBEDDED_CORPUS_NAMESPACE}/{dataset_name}" if dataset_name.startswith("python-stdlib") else dataset_name
-
-
-def eval_results_entries(results: Mapping[str, tuple], dataset_name: str, *, date: str) -> dict[str, list[dict]]:
+def eval_results_entries(
+    results: Mapping[str, tuple], dataset_name: str | None = None, *, date: str, provenance: Any = None
+) -> dict[str, list[dict]]:
     """The Hub's ``.eval_results`` entries, by ``task_id`` (the file name): perplexity and bits per byte.
 
     Same values as the model-index (``results`` from :func:`split_metrics`). ``task_id`` is the
     metric type, with ``_<split>`` appended for a split other than validation. Each entry follows
     https://huggingface.co/docs/hub/eval-results: ``dataset`` (``id``, ``task_id``), ``value``,
-    ``date`` (ISO-8601), ``source`` (``url``, ``name``) and ``notes``.
+    ``date`` (ISO-8601), ``source`` (``url``, ``name``) and ``notes``. The dataset is the run's validation
+    source (``provenance``: a run's record, :func:`~hf_lmobj.cards.provenance.check_provenance`; its
+    documents, bytes, selection and text fingerprint go into ``notes``), or ``dataset_name`` for a caller
+    that knows only that (one of the two).
 
     >>> entries = eval_results_entries({"eval_perplexity": ("perplexity", "Perplexity", "validation", 9.5)},
     ...                                "python-stdlib", date="2026-01-15")
@@ -52,17 +44,11 @@ def eval_results_entries(results: Mapping[str, tuple], dataset_name: str, *, dat
     ISO-8601 date (``2026-01-15``) or date-time.
     """
     results = check_results(results)
-    if not isinstance(dataset_name, str) or not dataset_name.strip():
-        raise ValueError(f"dataset_name must be a non-empty string, got {dataset_name!r}")
-    try:
-        dataset_name.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise ValueError(f"dataset_name holds a lone surrogate at position {error.start} ({dataset_name!r}); "
-                         "pass the dataset's real name") from None  # fmt: skip
+    record = resolve_provenance(provenance, dataset_name)
     _check_date(date)
     files: dict[str, list[dict]] = {}
     sources: dict[str, str] = {}  # task_id -> the key it came from
-    dataset_id = hub_dataset_id(dataset_name)
+    dataset_id = record.validation_id
     for key, (metric_type, name, split, value) in results.items():
         if metric_type not in EVAL_RESULTS_METRICS:
             continue
@@ -71,19 +57,26 @@ def eval_results_entries(results: Mapping[str, tuple], dataset_name: str, *, dat
             raise ValueError(f"results[{key!r}] and results[{sources[task_id]!r}] are both {task_id!r} on "
                              f"{dataset_id}; keep one (split_metrics keeps one per metric and split)")  # fmt: skip
         sources[task_id] = key
-        notes = f"{name} on the {split} split ({key} in metrics.json)"
-        if dataset_id != dataset_name:
-            notes += f"; embedded corpus: the Python {sys.version_info.major}.{sys.version_info.minor} standard library"
         files.setdefault(task_id, []).append(
             {
                 "dataset": {"id": dataset_id, "task_id": task_id},
                 "value": value,
                 "date": date,
                 "source": {"url": EVAL_RESULTS_SOURCE_URL, "name": "hf_lmobj"},
-                "notes": notes,
+                "notes": _notes(record, key, name, split),
             }
         )
     return files
+
+
+def _notes(record: Provenance, key: str, name: str, split: str) -> str:
+    """What an entry measured: the figure, its key, the validation text (size, selection, fingerprint)."""
+    notes = f"{name} on the {split} split ({key} in metrics.json)"
+    if record.validation is not None and split == "validation":
+        notes += f"; validation text: {record.validation.sentence()}"
+    if record.validation_kind == "embedded corpus":
+        notes += f"; embedded corpus: the Python {sys.version_info.major}.{sys.version_info.minor} standard library"
+    return notes
 
 
 def _check_date(date: Any) -> str:

@@ -3,7 +3,11 @@
 A training script calls :func:`write_model_card` once, on the main process, after training (every
 recipe does, after it has written ``metrics.json``). The card is a ``huggingface_hub.ModelCard`` rendered from a Jinja template (one
 per objective) whose YAML front matter carries the library, license, datasets, tags and a
-``model-index`` with the evaluation results, so the Hub shows them and ``ModelCard.load`` parses them.
+``model-index`` with the evaluation results, so the Hub shows them and ``ModelCard.load`` parses them. The
+data is named from the run's provenance record (:mod:`.provenance`): the card's "Training data" section (the
+sources with their weights and realized tokens, the validation text, the tokenizer's origin, the skipped
+documents), the model-index's ``datasets`` (the training sources) and each result's dataset (the validation
+source); a caller that knows only a dataset's name passes ``dataset_name`` instead.
 Beside it, ``.eval_results/<task_id>.yaml`` holds the perplexity and bits per byte in the Hub's
 newer results format (https://huggingface.co/docs/hub/eval-results), with the same values, merged into
 what is there. Every file is written atomically (:mod:`hf_lmobj.files`), and only once every input and
@@ -39,12 +43,8 @@ from hf_lmobj.cards.data import (
     framework_versions,
     merge_foreign_card_data,
 )
-from hf_lmobj.cards.eval_results import (
-    EVAL_RESULTS_SOURCE_URL,
-    _check_date,
-    eval_results_entries,
-    hub_dataset_id,
-)
+from hf_lmobj.cards.eval_results import EVAL_RESULTS_SOURCE_URL, _check_date, eval_results_entries
+from hf_lmobj.cards.provenance import Provenance, resolve_provenance
 from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.shipped import shipped_folder
@@ -107,15 +107,21 @@ def plot_loss_curve(log_history: Sequence[Mapping[str, Any]], path: str | Path, 
 
 
 def write_eval_results(
-    output_dir: str | Path, results: Mapping[str, tuple], dataset_name: str, date: str | None = None
+    output_dir: str | Path,
+    results: Mapping[str, tuple],
+    dataset_name: str | None = None,
+    date: str | None = None,
+    *,
+    provenance: Mapping[str, Any] | Provenance | None = None,
 ) -> list[Path]:
     """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
 
-    ``results`` as :func:`.data.split_metrics` returns them (the model-index's own);
-    ``date`` defaults to today (UTC). Every ``*.yaml`` file of the folder is merged, never overwritten:
-    an entry is identified by its ``dataset`` (``id``, ``task_id``, ``revision``), i.e. dataset, metric
-    and split. An entry hf_lmobj wrote (its ``source.url``) for an identity written now is replaced in
-    place; one of ours for this dataset and a ``task_id`` not written now (a result left out this run:
+    ``results`` as :func:`.data.split_metrics` returns them (the model-index's own); the entries name the
+    validation source of ``provenance`` (a run's record) or ``dataset_name`` (one of the two:
+    :func:`.eval_results.eval_results_entries`); ``date`` defaults to today (UTC). Every ``*.yaml`` file of
+    the folder is merged, never overwritten: an entry is identified by its ``dataset`` (``id``, ``task_id``,
+    ``revision``), i.e. dataset, metric and split. An entry hf_lmobj wrote (its ``source.url``) for an
+    identity written now is replaced in place; one of ours for this dataset and a ``task_id`` not written now (a result left out this run:
     NaN) is dropped, so no file shows a stale figure; every other entry (by hand, by another tool, or
     ours for another dataset) is kept as it is, and a file left with no entry is removed. A file that is
     not UTF-8, not valid YAML or not a list of entries is refused by name (``ValueError``) before
@@ -132,13 +138,13 @@ def write_eval_results(
         >>> [e["value"] for e in yaml.safe_load((out / ".eval_results" / "perplexity.yaml").read_text())]
         [3, 9.5]
     """
-    planned = _plan_eval_results(output_dir, results, dataset_name, date)
+    planned = _plan_eval_results(output_dir, results, resolve_provenance(provenance, dataset_name), date)
     _apply(planned)
     return [path for path, text in planned if text is not None]
 
 
 def _plan_eval_results(
-    output_dir: str | Path, results: Mapping[str, tuple], dataset_name: str, date: str | None
+    output_dir: str | Path, results: Mapping[str, tuple], record: Provenance, date: str | None
 ) -> list[tuple[Path, str | None]]:
     """The results files to change, ``(path, text)`` (None: remove it), merged with every ``*.yaml`` there.
 
@@ -147,9 +153,9 @@ def _plan_eval_results(
     date = _check_date(date) if date is not None else datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     folder = Path(output_dir) / EVAL_RESULTS_DIR
     fresh = {folder / f"{task_id}.yaml": entries
-             for task_id, entries in eval_results_entries(results, dataset_name, date=date).items()}  # fmt: skip
+             for task_id, entries in eval_results_entries(results, date=date, provenance=record).items()}  # fmt: skip
     there = sorted(path for path in folder.glob("*.yaml") if path.is_file()) if folder.is_dir() else []
-    dataset_id = hub_dataset_id(dataset_name)
+    dataset_id = record.validation_id
     planned: list[tuple[Path, str | None]] = []
     for path in dict.fromkeys([*fresh, *there]):
         existing = _read_results_file(path)
@@ -240,7 +246,8 @@ def write_model_card(
     metrics: Mapping[str, Any],
     hyperparameters: Mapping[str, Any],
     model_name: str,
-    dataset_name: str,
+    provenance: Mapping[str, Any] | Provenance | None = None,
+    dataset_name: str | None = None,
     base_model: str | None = None,
     license: str = "apache-2.0",
     log_history: Sequence[Mapping[str, Any]] | None = None,
@@ -265,7 +272,14 @@ def write_model_card(
         hyperparameters: objective and training settings shown in the card (masking rates, noise
             density, span length, packing efficiency, learning rate, ...).
         model_name: the model's name (card title and model-index name).
-        dataset_name: the training data (a Hub id or a local name such as ``python-stdlib``).
+        provenance: the run's data record (``run.provenance``: training sources, validation set, tokenizer,
+            skipped documents; checked key by key, :func:`.provenance.check_provenance`). The card's "Training
+            data" section names it all, the model-index's ``datasets`` the training sources and each result the
+            validation source, as the ``.eval_results`` entries do. Its validation fingerprint must be the one
+            ``metrics["validation_fingerprint"]`` names, when the metrics name one.
+        dataset_name: instead of ``provenance``, for a caller that knows only a dataset's name (a Hub id, a local
+            path or an embedded corpus such as ``python-stdlib``): that dataset is the data and the validation
+            source. Give exactly one of the two.
         base_model: the model the run started from (a Hub id, written as ``base_model``, or a local
             folder, named in the text only), if any.
         license: an SPDX-like Hub license id.
@@ -278,9 +292,9 @@ def write_model_card(
         The rendered ``huggingface_hub.ModelCard`` (already saved).
     """
     spec = get_objective(objective)
-    for field, value in (("model_name", model_name), ("dataset_name", dataset_name)):
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+    if not isinstance(model_name, str) or not model_name.strip():
+        raise ValueError(f"model_name must be a non-empty string, got {model_name!r}")
+    record = resolve_provenance(provenance, dataset_name)
     for field, value in (("metrics", metrics), ("hyperparameters", hyperparameters), ("extra", extra or {})):
         if not isinstance(value, Mapping):
             raise TypeError(f"{field} must be a dict, got {type(value).__name__}")
@@ -288,10 +302,11 @@ def write_model_card(
     if not template.is_file():
         raise FileNotFoundError(f"model-card template {template} not found; pass template_dir=<folder with it>")
     results, stats, left_out = _sort_metrics(metrics)
+    _check_same_text(record, stats)
     output_dir = Path(output_dir)
     has_curve = log_history is not None and any(_curve(log_history, key)[0] for key in ("loss", "eval_loss"))
-    eval_files = _plan_eval_results(output_dir, results, dataset_name, None)  # existing files checked here
-    card_data = build_card_data(spec, objective, results, model_name=model_name, dataset_name=dataset_name,
+    eval_files = _plan_eval_results(output_dir, results, record, None)  # existing files checked here
+    card_data = build_card_data(spec, objective, results, model_name=model_name, provenance=record,
                                 base_model=base_model, license=license)  # fmt: skip
     card_data = merge_foreign_card_data(card_data, output_dir / "README.md")
     extra = dict(extra or {})
@@ -302,7 +317,10 @@ def write_model_card(
         card_data,
         template_path=str(template),
         model_name=model_name,
-        dataset_name=dataset_name,
+        dataset_name=", ".join(record.training_ids),
+        data_summary=record.summary(),
+        data_section=record.markdown(),
+        provenance=record.as_dict(),
         objective=objective,
         spec=spec,
         started_from=base_model,
@@ -320,3 +338,12 @@ def write_model_card(
     write_atomic(output_dir / "README.md", text)  # what card.save writes (newline="": no translation)
     _apply(eval_files)
     return card
+
+
+def _check_same_text(record: Provenance, stats: Mapping[str, Any]) -> None:
+    """Refuse a record whose validation set is not the text the metrics were measured on (their fingerprints)."""
+    measured = stats.get("validation_fingerprint")
+    if record.validation is not None and measured is not None and measured != record.validation.fingerprint:
+        raise ValueError(f"metrics['validation_fingerprint'] is {measured} but provenance['validation']['fingerprint'] "
+                         f"is {record.validation.fingerprint}: the record describes another text than the one "
+                         "scored; pass the record of this run's validation texts")  # fmt: skip

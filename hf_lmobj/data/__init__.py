@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from hf_lmobj.data.loader import PipelineLoader
     from hf_lmobj.data.mixture import TokenMixer
     from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
-    from hf_lmobj.data.sources import DatasetSource, TextStream
+    from hf_lmobj.data.random_access import DatasetSource
+    from hf_lmobj.data.sources import TextStream
     from hf_lmobj.data.token_store import TokenStore
-    from hf_lmobj.data.token_store_writer import write_token_store
     from hf_lmobj.data.tokenize_store import tokenize_to_token_store
+    from hf_lmobj.data.write_store import write_token_store
 
 __all__ = [
     "PipelineLoader",

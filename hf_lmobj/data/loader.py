@@ -36,6 +36,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 from hf_lmobj.checks import check_count, check_flag, check_length
+from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.pipeline import PretrainingStream, as_tensors, ghost_batch
 
 
@@ -82,6 +83,7 @@ class PipelineLoader:
             "multiprocessing_context": multiprocessing_context if self.num_workers else None,
         }
         self.tokens_by_source = np.zeros(len(stream.sources), dtype=np.int64)
+        self.left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)  # streamed documents passed over, by LEFT_OUT reason
         self.batches_seen = 0
         self.batches_in_epoch = 0  # this rank's batches of the current epoch, ghosts included
         self._positions: dict[int, dict[str, Any]] = {}  # streamed: unit -> position after its last batch
@@ -120,6 +122,7 @@ class PipelineLoader:
             "rank": stream.rank,
             "workers": self.num_workers,
             "tokens_by_source": self.tokens_by_source.tolist(),
+            "left_out": self.left_out.tolist(),
         }
         if not stream.planned:
             state["units"] = {str(unit): position for unit, position in sorted(self._positions.items())}
@@ -164,6 +167,8 @@ class PipelineLoader:
             self._pending_epoch = mine["epoch"]
         totals = np.sum([s["tokens_by_source"] for s in states], axis=0).astype(np.int64)
         self.tokens_by_source = totals if stream.rank == 0 else np.zeros_like(totals)
+        left_out = np.sum([s["left_out"] for s in states], axis=0).astype(np.int64)
+        self.left_out = left_out if stream.rank == 0 else np.zeros_like(left_out)
         self._resumed_batches = batches_in_epoch
         return self
 
@@ -224,6 +229,8 @@ class PipelineLoader:
 
     def _take(self, item: dict[str, Any]) -> dict[str, Any]:
         self.tokens_by_source += item["tokens"]
+        if "left_out" in item:
+            self.left_out += item["left_out"]
         self.batches_seen += 1
         self.batches_in_epoch += 1
         if "unit" in item:
@@ -253,7 +260,17 @@ class PipelineLoader:
 _START_METHODS = tuple(multiprocessing.get_all_start_methods())
 
 #: What every rank's saved data state holds (``state_dict``); a streamed one also its units' positions.
-_STATE_KEYS = ("regime", "epoch", "batches_in_epoch", "batch_size", "world_size", "rank", "workers", "tokens_by_source")
+_STATE_KEYS = (
+    "regime",
+    "epoch",
+    "batches_in_epoch",
+    "batch_size",
+    "world_size",
+    "rank",
+    "workers",
+    "tokens_by_source",
+    "left_out",
+)
 _STREAMED_KEYS = ("units", "next_unit", "exhausted")
 _STATE_FIX = "resume from another checkpoint (or start afresh)"
 
@@ -277,6 +294,10 @@ def _check_states(states: Any, stream: PretrainingStream) -> None:
                 f"the data state of rank {rank} counts tokens of {len(counts) if isinstance(counts, list) else '?'} "
                 f"sources, this run has {len(stream.sources)}; resume with the same sources"
             )
+        left_out = state["left_out"]
+        if not isinstance(left_out, list) or len(left_out) != len(LEFT_OUT):
+            raise ValueError(f"the data state of rank {rank} counts {left_out!r:.60} documents left out, not one count "
+                             f"per reason {LEFT_OUT}; {_STATE_FIX}")  # fmt: skip
         for key in ("epoch", "batches_in_epoch", "rank", "workers"):
             check_count(state[key], f"the data state of rank {rank}: {key}")
         for key in ("batch_size", "world_size"):

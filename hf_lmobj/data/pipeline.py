@@ -45,9 +45,11 @@ import torch
 from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.block_rows import RowFormat
+from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.mixture import normalized_weights
 from hf_lmobj.data.planned import EpochPlan
-from hf_lmobj.data.sources import DatasetSource, RandomAccessSource, TextStream, is_random_access
+from hf_lmobj.data.random_access import DatasetSource, RandomAccessSource, is_random_access
+from hf_lmobj.data.sources import TextStream
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 
@@ -208,6 +210,10 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         """The unit's batches; each says whether it is the unit's ``last`` (the loader orders units by it)."""
         held = None
         for item in self._unit_batches(unit, units):
+            if "batch" not in item:  # the documents left out after the unit's last row: its last batch counts them
+                if held is not None:
+                    held = {**held, "left_out": held["left_out"] + item["left_out"]}
+                continue
             if held is not None:
                 yield {**held, "last": False}
             held = item
@@ -217,18 +223,25 @@ class PretrainingStream(torch.utils.data.IterableDataset):
             yield {"unit": unit, "last": True, "empty": True}
 
     def _unit_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
+        """Batches of the unit's rows with the tokens each source gave and the documents passed over (``left_out``,
+        by :data:`~hf_lmobj.data.held_out.LEFT_OUT` reason) since the previous batch."""
         features: list[dict[str, Any]] = []
         tokens = np.zeros(len(self.sources), dtype=np.int64)
+        left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)
         start = self.resume_positions.get(unit)
         position = start
-        for feature, by_source, position in self.reader.rows(unit, units, self.epoch, start):  # noqa: B007
+        for feature, by_source, position in self.reader.rows(unit, units, self.epoch, start, left_out):  # noqa: B007
             features.append(feature)
             tokens += by_source
             if len(features) == self.batch_size:
-                yield {"batch": self._collate(features), "tokens": tokens, "unit": unit, "position": position}
-                features, tokens = [], np.zeros_like(tokens)
+                yield {"batch": self._collate(features), "tokens": tokens, "left_out": left_out.copy(), "unit": unit,
+                       "position": position}  # fmt: skip
+                features, tokens, left_out[:] = [], np.zeros_like(tokens), 0
         if features:
-            yield {"batch": self._collate(features), "tokens": tokens, "unit": unit, "position": position}
+            yield {"batch": self._collate(features), "tokens": tokens, "left_out": left_out.copy(), "unit": unit,
+                   "position": position}  # fmt: skip
+        elif left_out.any():
+            yield {"left_out": left_out.copy()}
 
     def _collate(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = self.collator(features)

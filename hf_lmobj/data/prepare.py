@@ -1,16 +1,13 @@
-"""The data side of pre-training: text splits -> tokenized, objective-ready datasets + collator.
+"""What a pre-training run's data is (:class:`DataArguments`) and how its objective shapes it.
 
-``prepare_objective_data`` is what ``recipes/pretrain.py`` calls: it turns train/validation text
-into the datasets and the collator of one objective, so the recipe stays a few lines of wiring.
+:func:`objective_collator` is the objective's collator and row format; :mod:`hf_lmobj.data.run_sources` finds the
+run's text and held-out documents and :mod:`hf_lmobj.data.prepare_run` makes the one
+:class:`~hf_lmobj.data.PretrainingStream` every run trains on (:class:`ObjectiveData`).
 
 Example:
-    >>> from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> data = prepare_objective_data("causal", tok, load_stdlib_corpus(max_documents=200),
-    ...                               DataArguments(max_length=64))
-    >>> batch = data.collator([data.train_dataset[0]])
-    >>> len(data.train_dataset[0]["input_ids"]) <= 64, {"input_ids", "labels"} <= set(batch)
-    (True, True)
+    >>> args = DataArguments(objective="masked", max_length=100)
+    >>> args.objective, row_positions(args.objective, args.max_length)
+    ('masked', 104)
 """
 
 from __future__ import annotations
@@ -25,10 +22,11 @@ import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from hf_lmobj.checks import check_flag, check_length, check_name, check_number
-from hf_lmobj.collators.epoch_callback import CollatorEpochCallback
-from hf_lmobj.corpus import SPECIAL_TOKENS, tokenize_corpus
+from hf_lmobj.corpus import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS
+from hf_lmobj.data.block_rows import RowFormat
+from hf_lmobj.data.held_out import DEFAULT_VALIDATION_FRACTION
+from hf_lmobj.data.local_files import TEXT_UNITS
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
-from hf_lmobj.packing.pieces import split_documents
 
 #: The objectives whose data the recipes prepare (:attr:`~hf_lmobj.objectives.ObjectiveSpec.data` set).
 RECIPE_OBJECTIVES = tuple(name for name, spec in OBJECTIVES.items() if spec.data is not None)
@@ -48,13 +46,24 @@ class DataArguments:
     dataset_config: str | None = field(default=None, metadata={"help": "Dataset configuration name."})
     text_column: str = field(default="text", metadata={"help": "Column holding the raw text."})
     validation_fraction: float = field(
-        default=0.02, metadata={"help": "Held-out share when there is no validation split."}
+        default=DEFAULT_VALIDATION_FRACTION,
+        metadata={"help": "Share of the documents held out by content hash when the data has no validation split."},
+    )
+    text_unit: str = field(
+        default="document",
+        metadata={"help": f"Local .txt files: one of {TEXT_UNITS} per example (document = one file)."},
     )
     max_documents: int | None = field(default=None, metadata={"help": "Use only the first N documents (quick runs)."})
     tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Hub/local tokenizer; None trains a byte-level BPE."}
+        default=None,
+        metadata={
+            "help": "Hub/local tokenizer; None: a token store's own, else a byte-level BPE trained on a sample of "
+            "the training side of the data (cached by that sample)."
+        },
     )
-    vocab_size: int = field(default=8192, metadata={"help": "Vocabulary of the locally trained tokenizer."})
+    vocab_size: int = field(
+        default=DEFAULT_VOCAB_SIZE, metadata={"help": "Vocabulary of the locally trained tokenizer."}
+    )
     max_length: int = field(
         default=256, metadata={"help": "Tokens per row (causal, masked) or encoder input length (span, ul2)."}
     )
@@ -89,7 +98,8 @@ class DataArguments:
         default=1000, metadata={"help": "Streaming / token store: documents packed together (more packs tighter)."}
     )
     max_validation_documents: int = field(
-        default=100, metadata={"help": "Streaming / token store: validation documents read (held out of training)."}
+        default=100,
+        metadata={"help": "Validation documents scored: the first held-out ones (or of the validation split)."},
     )
     report_sample_tokens: int | None = field(
         default=None,
@@ -110,6 +120,10 @@ class DataArguments:
         for name in ("dataset_name", "dataset_config", "tokenizer_name", "token_store"):
             setattr(self, name, check_name(getattr(self, name), name, optional=True))
         self.text_column = check_name(self.text_column, "text_column")
+        if self.text_unit not in TEXT_UNITS:
+            raise ValueError(
+                f"text_unit must be one of {TEXT_UNITS} (how a .txt file becomes examples), got {self.text_unit!r}"
+            )
         self.validation_fraction = check_number(
             self.validation_fraction, "validation_fraction", 0.0, 1.0, low_open=True, high_open=True,
             hint="the held-out share of the documents (0 leaves no validation text, 1 no training text)",
@@ -181,41 +195,61 @@ def _parse_sources(value: Any) -> list[dict[str, Any]] | None:
 
 @dataclass
 class ObjectiveData:
-    """Datasets and collator ready for ``Trainer(train_dataset=..., data_collator=...)``."""
+    """What a run trains and evaluates on: ``Trainer(train_dataset=..., eval_dataset=..., data_collator=...)``."""
 
-    train_dataset: datasets.Dataset
-    eval_dataset: datasets.Dataset
+    train_dataset: Any  # a PretrainingStream: collated batches of one rank
+    eval_dataset: datasets.Dataset  # rows of the validation text, batched by ``collator``
     collator: Callable[[list[dict[str, Any]]], dict[str, Any]]
     hyperparameters: dict[str, Any]
+    validation_texts: list[str] = field(default_factory=list)  # the held-out text the report scores
+    provenance: dict[str, Any] = field(
+        default_factory=dict
+    )  # sources, validation, skipped documents (data.run_sources)
+    sample_documents: Callable[[], datasets.Dataset] | None = None  # the report's training sample, read when called
+    train_documents: datasets.Dataset | None = None  # that sample once read (after training)
     callbacks: list[TrainerCallback] = field(default_factory=list)
-    train_documents: datasets.Dataset | None = None  # packed rows: the tokenized training documents, before packing
-    sample_documents: Callable[[], datasets.Dataset] | None = None  # streamed: reads the report's sample when called
 
 
-def prepare_objective_data(
-    objective: str,
+def objective_collator(
+    spec: ObjectiveSpec,
     tokenizer: PreTrainedTokenizerBase,
-    splits: datasets.DatasetDict,
     args: DataArguments,
-    model: PreTrainedModel | None = None,
-    seed: int = 0,
-) -> ObjectiveData:
-    """Tokenize ``splits`` and shape them for ``objective`` (see :data:`OBJECTIVES`).
+    model: PreTrainedModel | None,
+    seed: int,
+) -> tuple[Any, RowFormat, dict[str, Any]]:
+    """The objective's collator, the rows it takes and the hyperparameters it records.
 
-    ``model`` supplies what the batch must match: its attention implementation (packed masks)
-    and decoder start token (encoder-decoders). ``seed`` keys the per-example masks and noise.
+    ``model`` supplies what the batch must match: its attention implementation (packed masks) and decoder start
+    token (encoder-decoders). ``seed`` keys the per-example masks and noise.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> _, rows, _ = objective_collator(get_objective("masked"), build_tokenizer(512, max_documents=20),
+        ...                                 DataArguments(objective="masked", max_length=64), None, 0)
+        >>> rows
+        RowFormat(kind='pieces', max_length=64)
     """
-    for name in ("train", "validation"):
-        if name not in splits or splits[name].num_rows == 0:
-            raise ValueError(f"the {name} split is empty; raise max_documents or validation_fraction")
-    spec = get_objective(objective)
     if spec.data == "packed":
-        return _causal_data(tokenizer, splits, args, model)
+        collator = packed_collator(tokenizer, args.max_length, model)
+        return collator, RowFormat("packed", args.max_length), {"max_length": args.max_length, "packing": True}
     if spec.labels_in_place and spec.data == "pieces":
-        return _masked_data(tokenizer, splits, args, model, seed)
+        from hf_lmobj.collators.masked import DataCollatorForMaskedLM
+
+        collator = DataCollatorForMaskedLM(tokenizer, mlm_probability=args.mlm_probability,
+                                           whole_word_mask=args.whole_word_mask, seed=seed, max_length=args.max_length,
+                                           pad_to_multiple_of=MASKED_PAD_MULTIPLE)  # fmt: skip
+        hyperparameters = {"max_length": args.max_length, "mlm_probability": args.mlm_probability,
+                           "mask_replace_prob": collator.mask_replace_prob,
+                           "random_replace_prob": collator.random_replace_prob, "whole_word_mask": args.whole_word_mask}  # fmt: skip
+        return collator, RowFormat("pieces", args.max_length), hyperparameters
     if spec.encoder_decoder and spec.data == "pieces":
-        return _seq2seq_data(spec, tokenizer, splits, args, model, seed)
-    raise ValueError(f"objective must be one of {RECIPE_OBJECTIVES}, got {objective!r}")
+        noise = {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
+        noise = noise if _takes_noise_arguments(spec) else {}
+        collator = spec.collator_class()(tokenizer, input_length=args.max_length, model=model, seed=seed, **noise)
+        hyperparameters = {"input_length": args.max_length, "raw_tokens_length": collator.raw_tokens_length,
+                           "targets_length": collator.targets_length, **noise}  # fmt: skip
+        return collator, RowFormat("pieces", collator.raw_tokens_length), hyperparameters
+    raise ValueError(f"objective must be one of {RECIPE_OBJECTIVES}, got {spec.name!r}")
 
 
 def packed_collator(tokenizer, max_length: int, model: PreTrainedModel | None) -> Any:
@@ -231,89 +265,11 @@ def packed_collator(tokenizer, max_length: int, model: PreTrainedModel | None) -
     )
 
 
-def _causal_data(tokenizer, splits, args: DataArguments, model: PreTrainedModel | None) -> ObjectiveData:
-    from hf_lmobj.packing.dataset import pack_dataset
-
-    tokenized = {
-        name: tokenize_corpus(split, tokenizer, add_bos=True, add_eos=True, text_column=args.text_column)
-        for name, split in splits.items()
-    }
-    train = pack_dataset(tokenized["train"], max_length=args.max_length)
-    evaluation = pack_dataset(tokenized["validation"], max_length=args.max_length)
-    evaluation = eval_subset(evaluation, args.max_eval_rows)
-    collator = packed_collator(tokenizer, args.max_length, model)
-    train_tokens = sum(len(ids) for ids in train["input_ids"])  # packed rows hold no padding
-    hyperparameters = {
-        "max_length": args.max_length,
-        "packing": True,
-        "train_rows": train.num_rows,
-        "train_tokens": train_tokens,
-        "packing_efficiency": round(train_tokens / max(train.num_rows * args.max_length, 1), 4),
-    }
-    return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=tokenized["train"])
-
-
-def _masked_data(tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
-    """Documents cut into pieces of <= max_length tokens; fresh masks each epoch."""
-    from hf_lmobj.collators.masked import DataCollatorForMaskedLM
-
-    collator = DataCollatorForMaskedLM(
-        tokenizer,
-        mlm_probability=args.mlm_probability,
-        whole_word_mask=args.whole_word_mask,
-        seed=seed,
-        max_length=args.max_length,
-        pad_to_multiple_of=MASKED_PAD_MULTIPLE,
-    )
-    return _split_data(
-        tokenizer,
-        splits,
-        args,
-        collator,
-        args.max_length,
-        add_eos=True,
-        hyperparameters={
-            "max_length": args.max_length,
-            "mlm_probability": args.mlm_probability,
-            "mask_replace_prob": collator.mask_replace_prob,
-            "random_replace_prob": collator.random_replace_prob,
-            "whole_word_mask": args.whole_word_mask,
-        },
-    )
-
-
-def _split_data(tokenizer, splits, args, collator, piece_length, add_eos, hyperparameters) -> ObjectiveData:
-    pieces = {
-        name: split_documents(
-            tokenize_corpus(split, tokenizer, add_eos=add_eos, text_column=args.text_column), piece_length
-        )
-        for name, split in splits.items()
-    }
-    evaluation = pieces["validation"]
-    evaluation = eval_subset(evaluation, args.max_eval_rows)
-    hyperparameters = {**hyperparameters, "train_rows": pieces["train"].num_rows}
-    return ObjectiveData(pieces["train"], evaluation, collator, hyperparameters, [CollatorEpochCallback(collator)])
-
-
 def _takes_noise_arguments(spec: ObjectiveSpec) -> bool:
     """Whether the objective's collator takes ``noise_density`` / ``mean_noise_span_length`` (span corruption;
     UL2 carries its own per-denoiser values)."""
     fields = {f.name for f in dataclasses.fields(spec.collator_class())} if spec.collator else set()
     return {"noise_density", "mean_noise_span_length"} <= fields
-
-
-def _seq2seq_data(spec: ObjectiveSpec, tokenizer, splits, args: DataArguments, model, seed: int) -> ObjectiveData:
-    """Each document is corrupted on its own: split into pieces of the collator's raw length."""
-    noise = {"noise_density": args.noise_density, "mean_noise_span_length": args.mean_noise_span_length}
-    noise = noise if _takes_noise_arguments(spec) else {}
-    collator = spec.collator_class()(tokenizer, input_length=args.max_length, model=model, seed=seed, **noise)
-    hyperparameters = {
-        "input_length": args.max_length,
-        "raw_tokens_length": collator.raw_tokens_length,
-        "targets_length": collator.targets_length,
-        **noise,
-    }
-    return _split_data(tokenizer, splits, args, collator, collator.raw_tokens_length, False, hyperparameters)
 
 
 def eval_subset(dataset: datasets.Dataset, rows: int | None) -> datasets.Dataset:

@@ -1,8 +1,8 @@
-"""The fill-in-the-middle side of pre-training data: FIM'd, packed datasets for the causal objective.
+"""The fill-in-the-middle arguments of pre-training, and what a FIM run's rows must fit.
 
 The pre-training recipe parses :class:`FimArguments` and trains a causal LM with FIM when
-``fim_rate > 0`` (:func:`prepare_pretraining_data`; see ``recipes/configs/causal/fim_demo.yaml``).
-Three steps, per split:
+``fim_rate > 0`` (see ``recipes/configs/causal/fim_demo.yaml``); its texts go through
+:class:`~hf_lmobj.data.transforms.FimPieces` on the run's one data path (:mod:`hf_lmobj.data.prepare_run`):
 
 1. each document is tokenized once and cut into *pieces* of ``max_length - 10`` tokens (the
    pieces' tokens are the document's, sliced; the last piece is shorter), so that a FIM'd piece
@@ -13,9 +13,10 @@ Three steps, per split:
    document's first piece starts with BOS and only its last ends with EOS: a piece from inside a
    file opens mid-text, like a row of whole-file packing and like the scoring windows after a
    file's first (a BOS on every piece cost 4.5% bits per byte at 2,000 steps, ``fim_experiments.md``);
-2. :func:`~hf_lmobj.fim.collator.fim_dataset` transforms ``fim_rate`` of the pieces (seeded);
-3. :func:`~hf_lmobj.packing.dataset.pack_dataset` packs them into full rows, which the
-   plain :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` batches (documents isolated).
+2. the seeded FIM transform rewrites ``fim_rate`` of the pieces (keyed by the piece's tokens: the same cut on any
+   rank, worker or resume);
+3. the pipeline packs them into full rows, which the plain
+   :class:`~hf_lmobj.collators.causal.DataCollatorForCausalLM` batches (documents isolated).
 
 The infilling report of such a run (the ``infill_*`` fields) is the recipes' (``recipes/report/infilling.py``).
 
@@ -33,16 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-import datasets
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
 from hf_lmobj.checks import SEED_LIMIT, check_name
-from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, packed_collator, prepare_objective_data
-from hf_lmobj.fim.collator import fim_dataset
 from hf_lmobj.fim.transform import FIM_LEVELS, check_rate
 from hf_lmobj.objectives import get_objective
-from hf_lmobj.packing.dataset import pack_dataset
-from hf_lmobj.packing.pieces import document_pieces
 
 DEFAULT_INFILL_CASES = 200  # infilling cases of a FIM run when infill_cases is not given
 MIN_PIECE_TOKENS = 4  # a piece never ends inside a character: up to 4 byte-level tokens each
@@ -143,74 +137,3 @@ def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> N
             f"lower infill_max_new_tokens (to <= {max_length - INFILL_MIN_PROMPT_TOKENS}), raise max_length "
             "or set infill_cases 0"
         )
-
-
-def _pieces_dataset(split: datasets.Dataset, tokenizer, text_column: str, max_tokens: int) -> datasets.Dataset:
-    return split.map(
-        lambda batch: document_pieces(batch[text_column], tokenizer, max_tokens),
-        batched=True,
-        remove_columns=split.column_names,
-        desc=f"cut into pieces of <= {max_tokens} tokens",
-    )
-
-
-def prepare_fim_data(
-    tokenizer: PreTrainedTokenizerBase,
-    splits: datasets.DatasetDict,
-    data_args: DataArguments,
-    fim_args: FimArguments,
-    model: PreTrainedModel | None = None,
-    seed: int = 0,
-) -> ObjectiveData:
-    """Packed FIM'd datasets and the causal collator of the causal objective with ``fim_args.fim_rate``.
-
-    The cuts are drawn once (epoch 0, ``seed``) and written into the dataset before packing: the
-    demo trains on less than one pass. ``train_documents`` are the training pieces before FIM (for
-    the n-gram baseline).
-    """
-    if not _is_causal(data_args.objective):
-        raise ValueError(f"FIM trains causal LMs: objective must be 'causal', got {data_args.objective!r}")
-    for role in ("bos", "eos"):
-        if getattr(tokenizer, f"{role}_token_id") is None:
-            raise ValueError(f"FIM pre-training needs a tokenizer with a {role}_token")
-    max_tokens = data_args.max_length - PIECE_SLACK
-    packed, pieces = {}, {}
-    for name in ("train", "validation"):
-        pieces[name] = _pieces_dataset(splits[name], tokenizer, data_args.text_column, max_tokens)
-        fimmed = fim_dataset(pieces[name], tokenizer, fim_args.fim_rate, fim_args.fim_spm_rate, fim_args.fim_level,
-                             seed=seed, epoch=0)  # fmt: skip
-        packed[name] = pack_dataset(fimmed, max_length=data_args.max_length)
-    collator = packed_collator(tokenizer, data_args.max_length, model)
-    train = packed["train"]
-    train_tokens = sum(len(ids) for ids in train["input_ids"])
-    documents = pieces["train"].select_columns(["input_ids"])  # the pieces before FIM, for the n-gram baseline
-    hyperparameters = {
-        "max_length": data_args.max_length,
-        "packing": True,
-        "train_rows": train.num_rows,
-        "train_tokens": train_tokens,
-        "packing_efficiency": round(train_tokens / max(train.num_rows * data_args.max_length, 1), 4),
-        "fim_rate": fim_args.fim_rate,
-        "fim_spm_rate": fim_args.fim_spm_rate,
-        "fim_level": fim_args.fim_level,
-        "fim_pieces": pieces["train"].num_rows,
-        "fim_piece_max_tokens": max_tokens,
-    }
-    evaluation = eval_subset(packed["validation"], data_args.max_eval_rows)
-    return ObjectiveData(train, evaluation, collator, hyperparameters, train_documents=documents)
-
-
-def prepare_pretraining_data(
-    objective: str,
-    tokenizer: PreTrainedTokenizerBase,
-    splits: datasets.DatasetDict,
-    data_args: DataArguments,
-    fim_args: FimArguments,
-    model: PreTrainedModel | None = None,
-    seed: int = 0,
-) -> ObjectiveData:
-    """The pre-training recipe's data: :func:`prepare_fim_data` when ``fim_args.fim_rate > 0``, else the
-    objective's own (:func:`~hf_lmobj.data.prepare.prepare_objective_data`)."""
-    if fim_args.fim_rate > 0:
-        return prepare_fim_data(tokenizer, splits, data_args, fim_args, model, seed)
-    return prepare_objective_data(objective, tokenizer, splits, data_args, model, seed)

@@ -1,14 +1,10 @@
-"""Document sources: where a pipeline's documents come from, as token ids.
+"""Streamed document sources: raw text read in order and tokenized on the fly, as token ids.
 
-Two kinds, by how they are read:
-
-* **random access** (:class:`DatasetSource` over a tokenized in-memory ``datasets.Dataset``, and
-  :class:`~hf_lmobj.data.token_store.TokenStore`): ``lengths`` known up front and ``document(i)``
-  in O(1), so a whole epoch can be planned from the lengths alone (exactly once, any world size).
-* **streams** (:class:`TextStream` over a streamed ``datasets.IterableDataset`` of raw text, Hub or
-  local files): tokenized on the fly in batches; each (rank, worker) *unit* reads a disjoint slice
-  (``datasets.distributed.split_dataset_by_node``: by shards when they divide evenly, else by
-  examples).
+A :class:`TextStream` reads a streamed ``datasets.IterableDataset`` of raw text (Hub or local files; an
+in-memory ``Dataset`` is read as one) and tokenizes it in batches; each (rank, worker) *unit* reads a
+disjoint slice (``datasets.distributed.split_dataset_by_node``: by shards when they divide evenly, else by
+examples). The other kind, random access (lengths known up front, any document in O(1)):
+:mod:`hf_lmobj.data.random_access`.
 
 Every argument is checked where it enters (:mod:`hf_lmobj.checks`), and a stream's rows are
 checked as they are read: a row without the text column, a ``None`` or non-string text, a file that is
@@ -16,146 +12,31 @@ not UTF-8 or not valid JSON raise a ``ValueError`` / ``TypeError`` naming the so
 read, the row and the fix, never a bare ``KeyError`` or an error from inside pyarrow.
 
 Example:
-    >>> import datasets
-    >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2], [3], [4, 5, 6]]}))
-    >>> source.lengths.tolist(), source.document(2).tolist()
-    ([2, 1, 3], [4, 5, 6])
-    >>> DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2]]}).select([]))
-    Traceback (most recent call last):
-    ...
-    ValueError: the dataset has 0 rows; a source needs at least one document
+    >>> from hf_lmobj.corpus import build_tokenizer
+    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+    >>> stream = TextStream(datasets.Dataset.from_dict({"text": ["a b", "c"]}), tok, name="web")
+    >>> [d if isinstance(d, str) else "document" for d in stream.documents_or_reasons(["a b", "", " "])]
+    ['document', 'empty', 'whitespace']
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import datasets
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 from datasets.table import CastError
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_count, check_flag, check_length, check_name
+from hf_lmobj.data.held_out import HeldOut, content_hash, text_problem
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.plain_text import check_texts, encode_plain
-
-
-@runtime_checkable
-class RandomAccessSource(Protocol):
-    """What a planned pipeline reads: document lengths up front, any document in O(1)."""
-
-    @property
-    def lengths(self) -> np.ndarray: ...  # (D,) int64
-
-    def document(self, index: int) -> np.ndarray: ...  # (L,) int64
-
-    def document_slice(self, index: int, start: int, stop: int) -> np.ndarray: ...  # (stop - start,) int64
-
-    def fingerprint(self) -> str: ...
-
-
-def is_random_access(source: Any) -> bool:
-    return isinstance(source, RandomAccessSource) and not isinstance(source, TextStream)
-
-
-class DatasetSource:
-    """A tokenized in-memory ``datasets.Dataset`` (one document per row in ``column``) as a source.
-
-    The column must hold lists of token ids (ints >= 0); a dataset with no row, no token, a missing
-    (``None``) document or a column of anything else is refused where it enters.
-    """
-
-    def __init__(self, dataset: datasets.Dataset, column: str = "input_ids") -> None:
-        if not isinstance(dataset, datasets.Dataset):
-            raise TypeError(f"DatasetSource takes a datasets.Dataset, got {type(dataset).__name__}")
-        column = check_name(column, "column")
-        if column not in dataset.column_names:
-            raise ValueError(f"dataset has no {column!r} column (has {dataset.column_names}); tokenize it first")
-        if dataset.num_rows == 0:
-            raise ValueError("the dataset has 0 rows; a source needs at least one document")
-        _check_token_column(dataset.data.column(column), column)
-        self._load(dataset, column)
-        if int(self._lengths.sum()) == 0:
-            raise ValueError(
-                f"every document of the dataset's {column!r} column is empty (0 tokens over {dataset.num_rows} rows); "
-                "a source needs at least one token"
-            )
-
-    def _load(self, dataset: datasets.Dataset, column: str) -> None:
-        self.dataset, self.column = dataset, column
-        self._column = dataset.data.column(column)
-        self._lengths = pc.list_value_length(self._column).to_numpy(zero_copy_only=False).astype(np.int64)
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._lengths
-
-    def __len__(self) -> int:
-        return int(self._lengths.size)
-
-    def document(self, index: int) -> np.ndarray:
-        index = _document_index(index, self._lengths.size)
-        return np.asarray(self._column[index].values.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-    def document_slice(self, index: int, start: int, stop: int) -> np.ndarray:
-        index = _document_index(index, self._lengths.size)
-        start, stop = _token_span(start, stop, int(self._lengths[index]), index)
-        values = self._column[index].values.slice(start, stop - start)
-        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-    def fingerprint(self) -> str:
-        return f"dataset:{self.dataset._fingerprint}:{self.column}"
-
-    def __getstate__(self) -> dict[str, Any]:  # arrow columns are rebuilt in each worker
-        return {"dataset": self.dataset, "column": self.column}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._load(state["dataset"], state["column"])  # checked when it was built
-
-
-def _check_token_column(column: pa.ChunkedArray, name: str) -> None:
-    """Lists of ints >= 0, none missing (a float list would be cut to ints, a ``None`` read as garbage).
-
-    Lists of nothing but empty lists (arrow's ``list<null>``) pass here: the caller refuses them as empty.
-    """
-    kind = column.type
-    is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
-    if not is_list or not (pa.types.is_integer(kind.value_type) or pa.types.is_null(kind.value_type)):
-        raise TypeError(
-            f"the dataset's {name!r} column must hold lists of token ids (ints), got {kind}; tokenize the text first"
-        )
-    if column.null_count:
-        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ValueError(f"row {row} of the dataset's {name!r} column is None; drop the rows without a document")
-    smallest = pc.min(pc.list_flatten(column)).as_py()
-    if smallest is not None and smallest < 0:
-        raise ValueError(f"the dataset's {name!r} column holds a negative token id ({smallest}); ids must be >= 0")
-
-
-def _document_index(index: Any, count: int) -> int:
-    """``index`` as an int in ``[0, count)`` (a negative or past-the-end index is refused, not wrapped)."""
-    try:
-        value = operator.index(index)
-    except TypeError:
-        raise TypeError(f"document index must be an int, got {index!r}") from None
-    if isinstance(index, (bool, np.bool_)) or not 0 <= value < count:
-        raise ValueError(f"document index must be in [0, {count}), got {index!r}")
-    return value
-
-
-def _token_span(start: Any, stop: Any, length: int, index: int) -> tuple[int, int]:
-    """``[start, stop)`` within a document of ``length`` tokens (never silently cut short)."""
-    start, stop = check_count(start, "start"), check_count(stop, "stop")
-    if not start <= stop <= length:
-        raise ValueError(f"document {index} has {length} tokens; [start, stop) = [{start}, {stop}) is not inside it")
-    return start, stop
 
 
 def _check_tokenizer(tokenizer: Any, add_bos: bool, add_eos: bool) -> None:
@@ -205,6 +86,11 @@ class TextStream:
         name: how logs, errors and the fingerprint call this source.
         encode: a per-text transform (texts -> the documents each becomes, e.g.
             :class:`~hf_lmobj.data.transforms.FimPieces`); None encodes each text as one document.
+        held_out: the run's held-out rule (:class:`~hf_lmobj.data.held_out.HeldOut`): a text it holds out is
+            never trained; None trains every text.
+
+    A text that is empty or only whitespace, and a document of fewer than 2 tokens, is skipped (nothing to
+    learn from it); :meth:`documents_or_reasons` says why each was left out, so a reader can count them.
 
     Rows are checked as they are read: a row without ``text_column``, a ``None`` or non-string text,
     and a file that cannot be read (not UTF-8, not valid JSON) raise an error naming this stream,
@@ -230,8 +116,11 @@ class TextStream:
         batch_size: int = 1000,
         name: str = "stream",
         encode: Callable[[list[str]], list[list[np.ndarray]]] | None = None,
+        held_out: HeldOut | None = None,
     ) -> None:
         name = check_name(name, "name")
+        if held_out is not None and not isinstance(held_out, HeldOut):
+            raise TypeError(f"held_out must be a HeldOut rule or None, got {type(held_out).__name__}")
         if isinstance(dataset, datasets.Dataset):
             if dataset.num_rows == 0:
                 raise ValueError(f"stream {name!r}: the dataset has 0 rows; a source needs at least one document")
@@ -254,12 +143,34 @@ class TextStream:
         self.dataset, self.tokenizer, self.text_column = dataset, tokenizer, text_column
         self.add_bos, self.add_eos, self.name = add_bos, add_eos, name
         self.batch_size = check_length(batch_size, "batch_size", why="texts tokenized per call")
-        self.encode = encode
+        self.encode, self.held_out = encode, held_out
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        """The documents of a batch of texts, in order: one per text, or what ``encode`` makes of each."""
+        """The documents of a batch of texts, in order, without the skipped and held-out ones."""
+        return [doc for doc in self.documents_or_reasons(texts) if not isinstance(doc, str)]
+
+    def documents_or_reasons(self, texts: list[str]) -> list[np.ndarray | str]:
+        """Each text's documents in order; where one is left out, why instead (a
+        :data:`~hf_lmobj.data.held_out.SKIP_REASONS` word or ``"held_out"``), so readers count what they pass."""
+        reasons: list[str | None] = [text_problem(text) for text in texts]
+        if self.held_out is not None:
+            reasons = [
+                r or ("held_out" if self.held_out.holds_out(content_hash(t)) else None) for r, t in zip(reasons, texts)
+            ]
+        kept = [text for text, reason in zip(texts, reasons) if reason is None]
+        made = iter(self._encode(kept) if kept else [])
+        out: list[np.ndarray | str] = []
+        for reason in reasons:
+            if reason is not None:
+                out.append(reason)
+                continue
+            out.extend(doc if doc.size >= 2 else "one_token" for doc in next(made))
+        return out
+
+    def _encode(self, texts: list[str]) -> list[list[np.ndarray]]:
+        """The documents each text becomes: one (BOS / EOS by id), or what ``encode`` makes of it."""
         if self.encode is None:
-            return encode_texts_as_documents(self.tokenizer, texts, self.add_bos, self.add_eos)
+            return [[doc] for doc in encode_texts_as_documents(self.tokenizer, texts, self.add_bos, self.add_eos)]
         made = self.encode(texts)
         if not isinstance(made, Sequence) or len(made) != len(texts):
             count = len(made) if isinstance(made, Sequence) else type(made).__name__
@@ -267,14 +178,13 @@ class TextStream:
                 f"stream {self.name!r}: encode={self.encode!r} made {count} entries for {len(texts)} texts; "
                 "it must return one list of documents per text"
             )
-        documents = [doc for docs in made for doc in docs]
-        for doc in documents:
+        for doc in (doc for docs in made for doc in docs):
             if not isinstance(doc, np.ndarray) or doc.ndim != 1 or not np.issubdtype(doc.dtype, np.integer):
                 raise TypeError(
                     f"stream {self.name!r}: encode={self.encode!r} must make 1-D integer numpy arrays of token ids, "
                     f"got {type(doc).__name__}{'' if not isinstance(doc, np.ndarray) else f' {doc.dtype} {doc.shape}'}"
                 )
-        return documents
+        return [list(docs) for docs in made]
 
     def unit_slice(self, unit: int, num_units: int, epoch: int = 0) -> datasets.IterableDataset:
         """The examples unit ``unit`` of ``num_units`` reads (disjoint, together all of them).
@@ -357,6 +267,7 @@ class TextStream:
             "text_column": self.text_column,
             "tokenizer": [tokenizer_fingerprint(self.tokenizer), len(self.tokenizer), self.add_bos, self.add_eos],
             "encode": None if self.encode is None else repr(self.encode),
+            "held_out": None if self.held_out is None else [self.held_out.fraction, sorted(self.held_out.validation)],
         }
         return "stream:" + hashlib.blake2b(json.dumps(described, default=str).encode(), digest_size=8).hexdigest()
 

@@ -15,7 +15,7 @@ most, whatever the step: no replay of the data before it.
 
 Example:
     >>> from hf_lmobj.data.block_rows import RowFormat
-    >>> from hf_lmobj.data.sources import DatasetSource
+    >>> from hf_lmobj.data.random_access import DatasetSource
     >>> import datasets
     >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]}))
     >>> reader = UnitReader([source], RowFormat("packed", 5), shuffle=False)
@@ -34,6 +34,7 @@ import numpy as np
 
 from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
 from hf_lmobj.data.block_rows import RowFormat, block_layout, row_feature, shuffle_rows
+from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights
 from hf_lmobj.data.planned import epoch_rng
 from hf_lmobj.data.sources import TextStream, check_unit
@@ -52,11 +53,12 @@ class SourceCursor:
         self.reader, self.index, self.unit, self.num_units = reader, index, unit, num_units
         self.source = reader.sources[index]
         position = _check_cursor_position(position, reader.source_name(index))
+        self.left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)  # documents passed over, by reason (LEFT_OUT)
         self._open(position["pass"], position["state"], position["taken"])
 
     def _open(self, pass_: int, state: Any, taken: int) -> None:
         self.pass_, self.state, self.taken = pass_, state, taken
-        self._batch: list[np.ndarray] = []
+        self._batch: list[np.ndarray | str] = []  # a stream's tokenized batch; a word where a text was left out
         if isinstance(self.source, TextStream):
             self._examples = self.source.unit_slice(self.unit, self.num_units, epoch=pass_)
             if state is not None:
@@ -75,19 +77,23 @@ class SourceCursor:
         texts = self.source.read_texts(self._iterator, self.source.batch_size, self._examples, self._read)
         self._read += len(texts)
         if texts:
-            self._batch = self.source.encode_batch(texts)
+            self._batch = self.source.documents_or_reasons(texts)
         self.taken = skip
         self._batch = self._batch[skip:] if texts else []
 
     def next(self) -> np.ndarray | None:
         """The next document of this pass, or None when the pass is over."""
         if isinstance(self.source, TextStream):
-            if not self._batch:
-                self._refill()
+            while True:
                 if not self._batch:
-                    return None
-            self.taken += 1
-            return self._batch.pop(0)
+                    self._refill()
+                    if not self._batch:
+                        return None
+                self.taken += 1
+                doc = self._batch.pop(0)
+                if not isinstance(doc, str):
+                    return doc
+                self.left_out[LEFT_OUT.index(doc)] += 1
         if self.taken >= self._order.size:
             return None
         self.taken += 1
@@ -163,11 +169,13 @@ class UnitReader:
         return i, doc
 
     def rows(
-        self, unit: int, num_units: int, epoch: int, position: dict | None = None
+        self, unit: int, num_units: int, epoch: int, position: dict | None = None, left_out: np.ndarray | None = None
     ) -> Iterator[tuple[dict[str, Any], np.ndarray, dict[str, Any]]]:
         """``(feature, tokens per source, position after it)`` of each row the unit makes, in order.
 
-        ``position`` (from an earlier row) resumes right after that row.
+        ``position`` (from an earlier row) resumes right after that row. ``left_out`` (``(len(LEFT_OUT),)``
+        int64), when given, gains the documents each block passed over (skipped or held out), counted once:
+        before the block's first row, and not again for a block resumed after its first row.
         """
         unit, num_units = check_unit(unit, num_units)
         epoch = check_count(epoch, "epoch")
@@ -191,6 +199,10 @@ class UnitReader:
                     break
                 docs.append(doc)
                 owners.append(owner)
+            if left_out is not None and skip == 0:
+                left_out += sum(c.left_out for c in cursors)
+            for c in cursors:
+                c.left_out[:] = 0
             if not docs:
                 return
             for row, (feature, by_source) in enumerate(self._block_rows(docs, owners, (unit, num_units, epoch, block))):

@@ -10,7 +10,14 @@ A store is a folder of three files:
   ``version``, ``dtype``, ``vocab_size``, ``num_documents``, ``num_tokens``, ``tokenizer``, ``add_bos``, ``add_eos``, ``text_column``,
   ``content_hash`` (BLAKE2b of the token bytes, then of the offsets, computed while writing) and
   ``tokenizer_fingerprint`` (:func:`~hf_lmobj.data.tokenizer_fingerprint.tokenizer_fingerprint` of the
-  tokenizer that wrote it; ``null`` when the writer was given ids only, absent in older stores).
+  tokenizer that wrote it; ``null`` when the writer was given ids only, absent in older stores); stores
+  written from text add ``held_out`` (``{"hash", "fraction", "documents", "bytes"}``: the rule of
+  :mod:`hf_lmobj.data.held_out` and what it held out), ``skipped_documents`` (``{"empty", "whitespace",
+  "one_token"}`` counts) and ``tokenizer_origin`` (``{"origin": "trained", ...}`` or ``"given"``).
+
+Stores written from text also hold ``document_hashes.npy`` (``(D,) uint64``: each stored document's
+content hash, :func:`~hf_lmobj.data.held_out.content_hash` of its text) and, when a share was held out,
+``held_out.jsonl`` (the held-out documents, one ``{"text": ...}`` per line, in source order).
 
 A store is written into a temporary sibling folder renamed into place at the end, so a folder
 at ``path`` is always complete. :meth:`TokenStore.open` trusts nothing: ``meta.json``'s keys and
@@ -21,12 +28,14 @@ checked, in O(1) memory (the offsets in chunks; ``tokens.bin`` is never read at 
 Reading is O(1) per document (two offsets, one slice of the memory map) and opening is cheap,
 so a :class:`TokenStore` travels to DataLoader workers by pickle and reopens its maps there.
 Extra files (a ``tokenizer/`` folder beside the three) are allowed. Written by
-:mod:`hf_lmobj.data.token_store_writer` (files read and checked by :mod:`hf_lmobj.data.token_store_files`); nanoGPT's and Megatron's token files open as stores with
+:mod:`hf_lmobj.data.token_store_writer`; files read and checked by :mod:`hf_lmobj.data.token_store_files` and
+:mod:`hf_lmobj.data.token_store_held_out`, the tokenizer by :mod:`hf_lmobj.data.token_store_tokenizer`; nanoGPT's
+and Megatron's token files (:mod:`hf_lmobj.data.token_store_foreign`) open as stores with
 :meth:`TokenStore.from_nanogpt_bin` / :meth:`TokenStore.from_megatron`.
 
 Example:
     >>> import tempfile
-    >>> from hf_lmobj.data.token_store_writer import write_token_store
+    >>> from hf_lmobj.data.write_store import write_token_store
     >>> store = write_token_store(tempfile.mkdtemp() + "/store", [[5, 6, 7], [8], [9, 10]], vocab_size=512)
     >>> len(store), store.num_tokens, store.dtype.name, store.document(2).tolist()
     (3, 6, 'uint16', [9, 10])
@@ -48,27 +57,24 @@ from typing import Any
 
 import numpy as np
 
+from hf_lmobj.checks import check_length
 from hf_lmobj.data.token_store_files import (
-    _OFFSET_DTYPE,
     _REWRITE,
-    _SCAN_TOKENS,
     META_FILE,
     OFFSETS_FILE,
     TOKENS_FILE,
     _as_path,
     _check_offsets,
-    _check_vocab_size,
     _content_hash,
     _hash_tokens,
     _integer,
-    _integer_dtype,
     _load_offsets,
-    _megatron_header,
-    _megatron_offsets,
-    _meta,
     _read_meta,
     token_dtype,
 )
+from hf_lmobj.data.token_store_foreign import _megatron_arrays, _nanogpt_arrays
+from hf_lmobj.data.token_store_held_out import _check_hashes, _check_held_out_file, _read_held_out
+from hf_lmobj.data.token_store_tokenizer import _check_run_tokenizer
 
 
 class TokenStore:
@@ -141,8 +147,9 @@ class TokenStore:
             TypeError: ``path`` is not a path.
             ValueError: no folder, no ``meta.json`` (an incomplete store), a ``meta.json`` cut short,
                 of another format or version, missing a key or holding a wrong type, a missing or
-                mis-sized ``tokens.bin``, or an ``offsets.npy`` that disagrees with them; the message
-                names the file and the fix.
+                mis-sized ``tokens.bin``, an ``offsets.npy`` that disagrees with them, a
+                ``document_hashes.npy`` of another length or dtype, or a ``held_out.jsonl`` missing while
+                ``meta.json`` counts held-out documents; the message names the file and the fix.
         """
         folder = _as_path(path, "path")
         if not folder.is_dir():
@@ -165,7 +172,10 @@ class TokenStore:
             )
         offsets_path = folder / OFFSETS_FILE
         _check_offsets(_load_offsets(offsets_path), offsets_path, meta["num_documents"], meta["num_tokens"])
-        return cls._from_arrays(tokens_path, dtype, offsets_path, meta, folder)
+        store = cls._from_arrays(tokens_path, dtype, offsets_path, meta, folder)
+        store._state["hashes"] = _check_hashes(folder, meta["num_documents"])
+        store._state["held_out"] = _check_held_out_file(folder, meta)
+        return store
 
     @classmethod
     def from_nanogpt_bin(
@@ -184,38 +194,7 @@ class TokenStore:
                 dtype that is not an integer one, an ``eos_token_id`` or a token id outside
                 ``[0, vocab_size)``.
         """
-        path = _as_path(path, "path")
-        vocab_size = _check_vocab_size(vocab_size)
-        eos_token_id = _integer(eos_token_id, "eos_token_id")
-        if not 0 <= eos_token_id < vocab_size:
-            raise ValueError(f"eos_token_id {eos_token_id} is outside [0, vocab_size={vocab_size})")
-        dtype = _integer_dtype(dtype)
-        if not path.is_file():
-            raise ValueError(f"{path}: no such file (nanoGPT's train.bin / val.bin)")
-        size = path.stat().st_size
-        if size == 0 or size % dtype.itemsize:
-            raise ValueError(
-                f"{path}: {size} bytes is not a positive whole number of {dtype.name} tokens "
-                f"({dtype.itemsize} bytes each); pass the dtype it was written with (dtype=)"
-            )
-        tokens = np.memmap(path, dtype=dtype, mode="r")
-        ends = []
-        for start in range(0, tokens.size, _SCAN_TOKENS):
-            block = tokens[start : start + _SCAN_TOKENS]
-            if int(block.min()) < 0 or int(block.max()) >= vocab_size:
-                bad = start + int(np.flatnonzero((block < 0) | (block >= vocab_size))[0])
-                raise ValueError(
-                    f"{path}: token {bad} is id {tokens[bad]}, outside [0, vocab_size={vocab_size}); "
-                    "pass the vocab_size and dtype it was written with"
-                )
-            ends.append(np.flatnonzero(block == eos_token_id) + (start + 1))
-        ends = np.concatenate(ends)
-        if ends.size == 0 or ends[-1] != tokens.size:
-            ends = np.append(ends, tokens.size)
-        offsets = np.concatenate([[0], ends]).astype(_OFFSET_DTYPE)
-        meta = _meta(dtype, vocab_size, offsets, tokenizer="", add_bos=False, add_eos=True, text_column=None)
-        meta |= {"source": "nanogpt", "eos_token_id": int(eos_token_id)}
-        return cls._from_arrays(path, dtype, offsets, meta, path)
+        return cls._from_arrays(*_nanogpt_arrays(path, dtype, eos_token_id, vocab_size))
 
     @classmethod
     def from_megatron(cls, prefix: str | os.PathLike, *, vocab_size: int) -> TokenStore:
@@ -235,19 +214,47 @@ class TokenStore:
                 not positive, pointers that do not follow the lengths, a ``.bin`` of another size,
                 or document indices that do not run from 0 up to the sequence count.
         """
-        prefix = _as_path(prefix, "prefix")
-        vocab_size = _check_vocab_size(vocab_size)
-        if prefix.suffix in (".bin", ".idx"):
-            prefix = prefix.with_suffix("")
-        idx_path, bin_path = prefix.with_name(prefix.name + ".idx"), prefix.with_name(prefix.name + ".bin")
-        for file in (idx_path, bin_path):
-            if not file.is_file():
-                raise ValueError(f"{file}: no such file (a Megatron dataset is prefix.bin + prefix.idx)")
-        dtype, num_sequences, num_indices = _megatron_header(idx_path)
-        offsets = _megatron_offsets(idx_path, bin_path, dtype, num_sequences, num_indices)
-        meta = _meta(dtype, vocab_size, offsets, tokenizer="", add_bos=False, add_eos=False, text_column=None)
-        meta |= {"source": "megatron", "megatron_documents": num_indices - 1}
-        return cls._from_arrays(bin_path, dtype, offsets, meta, prefix)
+        return cls._from_arrays(*_megatron_arrays(prefix, vocab_size))
+
+    @functools.cached_property
+    def document_hashes(self) -> np.ndarray | None:
+        """``(D,) uint64``: each document's content hash (memory-mapped); None for a store without them.
+
+        Stores written from text have them (:func:`~hf_lmobj.data.held_out.content_hash` of each stored
+        document's text); stores written from ids alone, older stores and nanoGPT / Megatron files do not.
+        """
+        path = self._state.get("hashes")
+        return None if path is None else np.asarray(np.load(path, mmap_mode="r"))
+
+    def held_out_texts(self, limit: int | None = None) -> list[str] | None:
+        """The held-out documents' texts in source order (the first ``limit``); None when the store has none.
+
+        Raises:
+            TypeError: ``limit`` not an int (or None).
+            ValueError: ``limit`` below 0; a line of ``held_out.jsonl`` that is not UTF-8, not JSON or not an
+                object with a string ``text`` (the file and line named); fewer or more lines than ``meta.json``
+                counts.
+        """
+        limit = check_length(limit, "limit", 0, "None reads every held-out document", optional=True)
+        path = self._state.get("held_out")
+        if path is None:
+            return None
+        return _read_held_out(path, limit, (self.held_out_info or {}).get("documents"))
+
+    @property
+    def held_out_info(self) -> dict[str, Any] | None:
+        """``meta.json``'s ``held_out`` (``hash``, ``fraction``, ``documents``, ``bytes``), or None."""
+        return self.meta.get("held_out")
+
+    @property
+    def skipped_documents(self) -> dict[str, int] | None:
+        """``meta.json``'s ``skipped_documents`` (``empty``, ``whitespace``, ``one_token`` counts), or None."""
+        return self.meta.get("skipped_documents")
+
+    @property
+    def tokenizer_origin(self) -> dict[str, Any] | None:
+        """``meta.json``'s ``tokenizer_origin`` (``{"origin": "trained", ...}`` or ``{"origin": "given", ...}``)."""
+        return self.meta.get("tokenizer_origin")
 
     @functools.cached_property
     def lengths(self) -> np.ndarray:
@@ -275,7 +282,7 @@ class TokenStore:
 
         Example:
             >>> import tempfile
-            >>> from hf_lmobj.data.token_store_writer import write_token_store
+            >>> from hf_lmobj.data.write_store import write_token_store
             >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6, 7], [8]], vocab_size=512)
             >>> store.document_slice(0, 1, 3).tolist()
             [6, 7]
@@ -339,7 +346,7 @@ class TokenStore:
         Example:
             >>> import tempfile
             >>> from hf_lmobj.corpus import build_tokenizer
-            >>> from hf_lmobj.data.token_store_writer import write_token_store
+            >>> from hf_lmobj.data.write_store import write_token_store
             >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6]], vocab_size=105)
             >>> store.check_tokenizer(build_tokenizer(512, max_documents=20), "source 's'")  # doctest: +ELLIPSIS
             Traceback (most recent call last):
@@ -350,31 +357,7 @@ class TokenStore:
             TypeError: ``tokenizer`` is not a tokenizer.
             ValueError: another vocabulary size or another fingerprint.
         """
-        from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-
-        prefix = f"{where}: " if where else ""
-        if not hasattr(tokenizer, "__len__") or isinstance(tokenizer, (str, bytes, os.PathLike)):
-            raise TypeError(f"{prefix}tokenizer must be a transformers tokenizer, got {type(tokenizer).__name__}")
-        fix = (
-            "tokenize the corpus again with this tokenizer (recipes/tokenize_corpus.py --tokenizer_name ...) or "
-            "train with the store's own tokenizer (--tokenizer_name <store>/tokenizer)"
-        )
-        size = len(tokenizer)
-        if size != self.vocab_size:
-            raise ValueError(
-                f"{prefix}the token store {self.path} holds ids of a {self.vocab_size}-id vocabulary (meta.json "
-                f"vocab_size), but the run's tokenizer has {size} ids; {fix}"
-            )
-        recorded = self.meta.get("tokenizer_fingerprint")
-        if recorded is not None:
-            actual = tokenizer_fingerprint(tokenizer)
-            if actual != recorded:
-                raise ValueError(
-                    f"{prefix}the token store {self.path} was written with another tokenizer: meta.json "
-                    f"tokenizer_fingerprint {recorded} ({self.meta.get('tokenizer') or 'unnamed'}), the run's "
-                    f"tokenizer {actual} ({getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}); "
-                    f"same vocabulary size, other ids for the same text; {fix}"
-                )
+        _check_run_tokenizer(self, tokenizer, where)
 
     def fingerprint(self) -> str:
         """A stable id of the content: format, dtype, vocab_size, document and token counts, content_hash.

@@ -1,8 +1,9 @@
-"""The token store's files: format constants, ``meta.json`` / ``offsets.npy`` / Megatron ``.idx`` readers, hashing.
+"""The token store's own files: format constants, ``meta.json`` and ``offsets.npy`` readers, hashing.
 
 Every reader checks before it trusts (keys and types, sizes, strictly increasing offsets in O(1)
 memory) and names the file and the fix; :func:`token_dtype` is the on-disk dtype rule. The format
-itself and the reader built on these: :mod:`hf_lmobj.data.token_store`.
+itself and the reader built on these: :mod:`hf_lmobj.data.token_store`; its held-out files:
+:mod:`hf_lmobj.data.token_store_held_out`; nanoGPT's and Megatron's files: :mod:`hf_lmobj.data.token_store_foreign`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import hashlib
 import numbers
 import os
 import re
-import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hf_lmobj.checks import check_length
+from hf_lmobj.data.held_out import HASH_NAME, SKIP_REASONS
 from hf_lmobj.files import read_json
 
 TOKEN_STORE_FORMAT = "hf_lmobj.token_store"
@@ -25,9 +26,6 @@ TOKEN_STORE_VERSION = 1
 TOKENS_FILE, OFFSETS_FILE, META_FILE = "tokens.bin", "offsets.npy", "meta.json"
 _SCAN_TOKENS = 1 << 24  # tokens read per step when a whole token file is scanned (hash, EOS search)
 _OFFSET_DTYPE = np.dtype("<i8")
-_MEGATRON_HEADER = b"MMIDIDX\x00\x00"
-_MEGATRON_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 8: "<u2"}  # 6, 7: float64, float32
-_MEGATRON_HEADER_BYTES = 34  # magic (9), version (8), dtype code (1), sequence and document counts (8 + 8)
 _CHECK_OFFSETS = 1 << 20  # offsets checked per step at open (8 MiB): the check's memory bound
 _VOCAB_LIMIT = 2**32
 _REWRITE = "rewrite it with write_token_store(..., overwrite=True) or recipes/tokenize_corpus.py --overwrite true"
@@ -77,90 +75,6 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype("<u2" if vocab_size <= 2**16 else "<u4")
 
 
-def _integer_dtype(value: Any) -> np.dtype:
-    """A little-endian integer dtype from a name or a dtype; anything else is a ``ValueError`` naming it."""
-    try:
-        dtype = np.dtype(value)
-    except TypeError:
-        raise ValueError(f"dtype {value!r} is not a numpy dtype; pass e.g. 'uint16' or 'uint32'") from None
-    if dtype.kind not in "iu":
-        raise ValueError(f"dtype must be an integer dtype (token ids), got {dtype}")
-    if dtype.byteorder == ">":
-        raise ValueError(f"dtype {dtype.str} is big-endian; token files are little-endian (pass e.g. 'uint16')")
-    return dtype.newbyteorder("<")
-
-
-def _megatron_header(idx_path: Path) -> tuple[np.dtype, int, int]:
-    """The dtype, sequence count and document-index count of a Megatron ``.idx``, checked against its size."""
-    with open(idx_path, "rb") as file:
-        header = file.read(_MEGATRON_HEADER_BYTES)
-    if not header or header[: len(_MEGATRON_HEADER)] != _MEGATRON_HEADER[: len(header)]:
-        raise ValueError(f"{idx_path}: not a Megatron index (no {_MEGATRON_HEADER!r} header)")
-    if len(header) < _MEGATRON_HEADER_BYTES:
-        raise ValueError(
-            f"{idx_path}: cut short ({len(header)} bytes; the header alone is {_MEGATRON_HEADER_BYTES}); "
-            "rebuild the index"
-        )
-    (version,) = struct.unpack_from("<Q", header, 9)
-    code = header[17]
-    num_sequences, num_indices = struct.unpack_from("<QQ", header, 18)
-    if version != 1:
-        raise ValueError(f"{idx_path}: index version {version}, only version 1 is read")
-    if code not in _MEGATRON_DTYPES:
-        raise ValueError(
-            f"{idx_path}: dtype code {code} is not an integer token dtype (known codes {sorted(_MEGATRON_DTYPES)})"
-        )
-    if num_sequences == 0:
-        raise ValueError(f"{idx_path}: holds no sequence")
-    if num_indices == 0:
-        raise ValueError(f"{idx_path}: holds no document index (Megatron's list starts with 0); rebuild the index")
-    size = idx_path.stat().st_size
-    expected = _MEGATRON_HEADER_BYTES + 12 * num_sequences + 8 * num_indices
-    if size not in (expected, expected + num_sequences):
-        raise ValueError(
-            f"{idx_path}: {size} bytes, but its header counts {num_sequences} sequences and {num_indices} document "
-            f"indices ({expected} bytes, or {expected + num_sequences} with sequence modes); cut short or corrupt"
-        )
-    return np.dtype(_MEGATRON_DTYPES[code]), num_sequences, num_indices
-
-
-def _megatron_offsets(
-    idx_path: Path, bin_path: Path, dtype: np.dtype, num_sequences: int, num_indices: int
-) -> np.ndarray:
-    """A Megatron dataset's ``(D + 1,)`` offsets from its ``.idx`` lengths, pointers and document indices, checked."""
-    raw = np.memmap(idx_path, dtype=np.uint8, mode="r")
-    lengths = np.frombuffer(raw, dtype="<i4", count=num_sequences, offset=_MEGATRON_HEADER_BYTES)
-    if int(lengths.min()) <= 0:
-        bad = int(np.flatnonzero(lengths <= 0)[0])
-        raise ValueError(
-            f"{idx_path}: sequence {bad} has length {int(lengths[bad])}; lengths must be > 0 (a negative one is "
-            "corrupt, an empty one a document without tokens, which a token store refuses); rebuild the index"
-        )
-    offsets = np.zeros(num_sequences + 1, dtype=_OFFSET_DTYPE)
-    np.cumsum(lengths, dtype=np.int64, out=offsets[1:])
-    pointers = np.frombuffer(raw, dtype="<i8", count=num_sequences, offset=_MEGATRON_HEADER_BYTES + 4 * num_sequences)
-    mismatch = np.flatnonzero(pointers != offsets[:-1] * dtype.itemsize)
-    if mismatch.size:
-        bad = int(mismatch[0])
-        raise ValueError(
-            f"{idx_path}: sequence {bad} starts at byte {int(pointers[bad])} of {bin_path.name}, but the lengths "
-            f"before it put it at byte {int(offsets[bad]) * dtype.itemsize}; sequences must be stored back to "
-            "back, in order"
-        )
-    if bin_path.stat().st_size != offsets[-1] * dtype.itemsize:
-        raise ValueError(
-            f"{bin_path}: {bin_path.stat().st_size} bytes, but {idx_path.name} indexes "
-            f"{offsets[-1]} {dtype.name} tokens ({offsets[-1] * dtype.itemsize} bytes)"
-        )
-    documents = np.frombuffer(raw, dtype="<i8", count=num_indices, offset=_MEGATRON_HEADER_BYTES + 12 * num_sequences)
-    if documents[0] != 0 or documents[-1] > num_sequences or bool(np.any(documents[1:] < documents[:-1])):
-        raise ValueError(
-            f"{idx_path}: document indices must run from 0 up to at most the {num_sequences} sequences, never "
-            f"decreasing; got {documents[:3].tolist()} ... {documents[-3:].tolist()}"
-        )
-    return offsets
-
-
 def _read_meta(meta_path: Path) -> dict[str, Any]:
     """``meta.json`` read and checked: format and version first, then every key the reader uses, by type."""
     meta = read_json(meta_path, "the token store's metadata", fix=_REWRITE)
@@ -196,16 +110,61 @@ def _read_meta(meta_path: Path) -> dict[str, Any]:
         raise ValueError(
             f"{meta_path}: tokenizer_fingerprint must be 16 hex digits or null, got {fingerprint!r}; {_REWRITE}"
         )
+    _check_held_out_meta(meta_path, meta)
     return meta
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _check_held_out_meta(meta_path: Path, meta: dict[str, Any]) -> None:
+    """``held_out``, ``skipped_documents`` and ``tokenizer_origin``: absent / null, or of their documented shape."""
+    held_out = meta.get("held_out")
+    if held_out is not None:
+        fraction = held_out.get("fraction") if isinstance(held_out, dict) else None
+        if (
+            not isinstance(held_out, dict)
+            or held_out.get("hash") != HASH_NAME
+            or isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not 0 <= fraction < 1
+            or not (_count(held_out.get("documents")) and _count(held_out.get("bytes")))
+        ):
+            raise ValueError(
+                f"{meta_path}: held_out must be {{'hash': {HASH_NAME!r}, 'fraction': a number in [0, 1), 'documents': "
+                f"int >= 0, 'bytes': int >= 0}} or null, got {held_out!r}; {_REWRITE}"
+            )
+    skipped = meta.get("skipped_documents")
+    if skipped is not None and (
+        not isinstance(skipped, dict)
+        or sorted(skipped) != sorted(SKIP_REASONS)
+        or not all(map(_count, skipped.values()))
+    ):
+        raise ValueError(
+            f"{meta_path}: skipped_documents must map {list(SKIP_REASONS)} to ints >= 0, or be null, got {skipped!r}; "
+            f"{_REWRITE}"
+        )
+    origin = meta.get("tokenizer_origin")
+    if origin is not None and (not isinstance(origin, dict) or not isinstance(origin.get("origin"), str)):
+        raise ValueError(
+            f"{meta_path}: tokenizer_origin must be an object with a string 'origin' ('trained' or 'given'), or null, "
+            f"got {origin!r}; {_REWRITE}"
+        )
 
 
 def _load_offsets(offsets_path: Path) -> np.ndarray:
     if not offsets_path.is_file():
         raise ValueError(f"{offsets_path} is missing; {_REWRITE}")
+    return _load_npy(offsets_path)
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    """A store's ``.npy`` file, memory-mapped; one that cannot be read as an array is a ``ValueError`` naming it."""
     try:
-        return np.load(offsets_path, mmap_mode="r")  # allow_pickle=False: an object array is refused
+        return np.load(path, mmap_mode="r")  # allow_pickle=False: an object array is refused
     except (OSError, ValueError, EOFError) as error:
-        raise ValueError(f"{offsets_path}: unreadable, cut short or not a .npy array ({error}); {_REWRITE}") from None
+        raise ValueError(f"{path}: unreadable, cut short or not a .npy array ({error}); {_REWRITE}") from None
 
 
 def _check_offsets(offsets: np.ndarray, offsets_path: Path, num_documents: int, num_tokens: int) -> None:

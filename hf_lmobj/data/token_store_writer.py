@@ -1,21 +1,25 @@
-"""Writing token stores: documents in, a complete store folder out (atomically).
+"""The token store writer: documents appended to a store folder's files, the folder renamed into place complete.
 
-:func:`write_token_store` streams token ids to disk in chunks (memory: one chunk plus 8 bytes per
-document); raw text is tokenized into a store by :mod:`hf_lmobj.data.tokenize_store`. Everything goes into a temporary sibling folder; its files are written,
-flushed to disk and the folder opened (every check of :meth:`TokenStore.open`) before it is renamed
-into place, so a folder at ``path`` is always a complete store (format: :mod:`hf_lmobj.data.token_store`),
-and a failed write leaves neither a half store nor the temporary folder. Every id is checked: ints
-only (bools and floats are refused, not cast), in ``[0, vocab_size)``; documents are never empty
-(an empty one is refused by its index, not skipped). Given the tokenizer, the writer records its
-``tokenizer_fingerprint`` in ``meta.json`` so that a run can refuse another tokenizer
-(:meth:`TokenStore.check_tokenizer`); with ``save_tokenizer=True`` it also saves the tokenizer as
-``tokenizer/`` inside the temporary folder, checked to load back as itself, so the store appears with
-its tokenizer or not at all.
+:class:`_TokenWriter` streams token ids to ``tokens.bin`` in chunks (memory: one chunk plus 8 bytes per
+document), checking every id (ints only, in ``[0, vocab_size)``; an empty document is refused by its index),
+and keeps each document's content hash and the held-out texts (``held_out.jsonl``) when asked; a shard
+written by another process is joined in order (:meth:`_TokenWriter.extend_part`). ``offsets.npy``, the hashes
+and ``meta.json`` come last, each complete on disk. :func:`_atomic_folder` gives the writers a temporary
+sibling folder, opened as a store (every check of :meth:`TokenStore.open`) before it is renamed into place:
+a folder at ``path`` is always a complete store, and a failed write leaves neither a half store nor the
+temporary folder. The writers built on it: :func:`~hf_lmobj.data.write_store.write_token_store` (token ids)
+and :func:`~hf_lmobj.data.tokenize_store.tokenize_to_token_store` (text).
 
 Example:
     >>> import tempfile
-    >>> write_token_store(tempfile.mkdtemp() + "/s", [[5, 6], [7]], vocab_size=512).lengths.tolist()
-    [2, 1]
+    >>> path = Path(tempfile.mkdtemp()) / "store"
+    >>> with _atomic_folder(path, overwrite=False) as tmp:
+    ...     writer = _TokenWriter(tmp, vocab_size=512)
+    ...     writer.add([5, 6])
+    ...     writer.add([7])
+    ...     meta = writer.finish(tokenizer="", add_bos=False, add_eos=False)
+    >>> sorted(p.name for p in path.iterdir()), meta["num_documents"], meta["num_tokens"]
+    (['meta.json', 'offsets.npy', 'tokens.bin'], 2, 3)
 """
 
 from __future__ import annotations
@@ -27,16 +31,14 @@ import os
 import shutil
 import uuid
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
-
-from hf_lmobj.checks import check_flag, check_name, id_sequence
+from hf_lmobj.checks import id_sequence
+from hf_lmobj.data.held_out import HASH_NAME, SKIP_REASONS, HeldOut, content_hash, text_problem
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.token_store_files import (
     _OFFSET_DTYPE,
@@ -44,38 +46,56 @@ from hf_lmobj.data.token_store_files import (
     META_FILE,
     OFFSETS_FILE,
     TOKENS_FILE,
-    _as_path,
-    _check_vocab_size,
     _content_hash,
     _meta,
     token_dtype,
 )
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-from hf_lmobj.files import write_atomic
+from hf_lmobj.data.token_store_held_out import HASHES_FILE, HELD_OUT_FILE, _hash_array
+from hf_lmobj.data.token_store_tokenizer import TOKENIZER_FOLDER
+from hf_lmobj.files import atomic_output, write_atomic
 
 _CHUNK_TOKENS = 1 << 20  # tokens buffered before a write: the writer's memory bound (8 MiB as int64)
-TOKENIZER_FOLDER = "tokenizer"  #: where ``save_tokenizer=True`` saves the tokenizer inside the store
 #: What a store folder may hold for ``overwrite=True`` to replace it (anything else is someone's data).
-_STORE_ENTRIES = {TOKENS_FILE, OFFSETS_FILE, META_FILE, TOKENIZER_FOLDER}
+_STORE_ENTRIES = {TOKENS_FILE, OFFSETS_FILE, META_FILE, TOKENIZER_FOLDER, HASHES_FILE, HELD_OUT_FILE}
+_PART_FILE, _PART_HELD_HASHES = "part.json", "held_out_hashes.npy"  # a shard's counts and held-out hashes
 
 
 class _TokenWriter:
     """Appends documents to ``folder/tokens.bin`` in chunks; :meth:`finish` writes the index and meta.json last.
 
-    Memory: one chunk of tokens plus 8 bytes per document (the lengths). ``first_document`` is the
-    index that error messages give the first document (a shard's place in the whole corpus).
+    Memory: one chunk of tokens plus 8 bytes per document (the lengths), 8 more per document and per
+    held-out text when content hashes are kept. ``first_document`` is the index that error messages give
+    the first document (a shard's place in the whole corpus). ``rule`` is the held-out rule the documents
+    were sorted by (recorded in ``meta.json``; a stored document it holds out is refused); ``held_out``
+    opens ``held_out.jsonl`` for :meth:`hold_out`; ``from_text`` counts skipped documents and requires a
+    content hash with every document.
     """
 
-    def __init__(self, folder: Path, vocab_size: int, first_document: int = 0) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        vocab_size: int,
+        first_document: int = 0,
+        *,
+        rule: HeldOut | None = None,
+        held_out: bool = False,
+        from_text: bool = False,
+    ) -> None:
         self.folder, self.vocab_size, self.first_document = folder, vocab_size, first_document
         self.dtype = token_dtype(vocab_size)
+        self.rule, self.from_text = rule, from_text
         self._file = open(folder / TOKENS_FILE, "wb")  # closed by finish / close
+        self._held = open(folder / HELD_OUT_FILE, "wb") if held_out else None  # closed likewise
         self._digest = hashlib.blake2b(digest_size=16)
         self._lengths = array("q")
+        self._hashes, self._held_hashes = array("Q"), array("Q")
+        self.held_bytes = 0
+        self.skipped = dict.fromkeys(SKIP_REASONS, 0)
         self._pending: list[np.ndarray] = []
         self._pending_tokens = 0
 
-    def add(self, document: Sequence[int] | np.ndarray) -> None:
+    def add(self, document: Sequence[int] | np.ndarray, digest: int | None = None) -> None:
+        """Append one document (ids checked) and its content hash ``digest`` (an int in ``[0, 2**64)``), if kept."""
         index = self.first_document + len(self._lengths)
         where = f"document {index}"
         if isinstance(document, np.ndarray) and document.dtype == np.uint64 and document.size:
@@ -94,11 +114,36 @@ class _TokenWriter:
                 f"{where} is empty: a token store refuses empty documents (they carry no token); "
                 "drop empty texts first or add BOS / EOS"
             )
+        if digest is not None:
+            self._hashes.append(digest)
         self._pending.append(ids)
         self._lengths.append(ids.size)
         self._pending_tokens += ids.size
         if self._pending_tokens >= _CHUNK_TOKENS:
             self._flush()
+
+    def hold_out(self, text: str, where: str, digest: int | None = None) -> None:
+        """Append ``text`` (its content hash ``digest``, computed when None) to ``held_out.jsonl``.
+
+        ``where`` names the text in errors: not a string, empty or whitespace-only, a lone surrogate.
+        """
+        if self._held is None:
+            raise ValueError(f"{where}: this store keeps no held-out texts; pass validation_fraction")
+        if not isinstance(text, str):
+            raise TypeError(f"{where} must be a string, got {type(text).__name__}")
+        digest = content_hash(text) if digest is None else digest
+        if text_problem(text) is not None:
+            raise ValueError(f"{where} is {text_problem(text)}: a held-out document has text to score; drop it")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"{where} is not valid Unicode (a lone surrogate at {error.start}); clean it") from None
+        self._held.write(json.dumps({"text": text}, ensure_ascii=False).encode("utf-8") + b"\n")
+        self._held_hashes.append(digest)
+        self.held_bytes += len(data)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
 
     def _flush(self) -> None:
         if not self._pending:
@@ -119,51 +164,118 @@ class _TokenWriter:
         self._file.write(memoryview(data))
         self._digest.update(memoryview(data))
 
-    def extend(self, store: TokenStore) -> None:
-        """Append every document of ``store`` (already checked, same dtype) without re-reading ids one by one."""
-        if store.dtype != self.dtype:
-            raise ValueError(f"cannot append a {store.dtype.name} store to a {self.dtype.name} one")
+    def extend_part(self, folder: Path) -> None:
+        """Append the shard written by :meth:`finish_part` in ``folder`` (same dtype): tokens, hashes, held-out texts."""
         self._flush()
-        for start in range(0, store.num_tokens, _SCAN_TOKENS):
-            self._write(np.ascontiguousarray(store._tokens[start : start + _SCAN_TOKENS]))
-        self._lengths.frombytes(store.lengths.astype("=i8").tobytes())
+        offsets = np.load(folder / OFFSETS_FILE)
+        count, size = int(offsets[-1]), (folder / TOKENS_FILE).stat().st_size
+        if offsets.dtype != _OFFSET_DTYPE or size != count * self.dtype.itemsize:
+            raise ValueError(f"{folder}: a shard's tokens ({size} bytes) and offsets ({count} tokens) disagree")
+        tokens = np.memmap(folder / TOKENS_FILE, dtype=self.dtype, mode="r", shape=(count,)) if count else None
+        for start in range(0, count, _SCAN_TOKENS):
+            self._write(np.ascontiguousarray(tokens[start : start + _SCAN_TOKENS]))
+        self._lengths.frombytes(np.diff(offsets).astype("=i8").tobytes())
+        self._hashes.frombytes(np.load(folder / HASHES_FILE).astype("=u8").tobytes())
+        self._held_hashes.frombytes(np.load(folder / _PART_HELD_HASHES).astype("=u8").tobytes())
+        part = json.loads((folder / _PART_FILE).read_text())
+        self.held_bytes += part["held_bytes"]
+        for reason in SKIP_REASONS:
+            self.skipped[reason] += part["skipped"][reason]
+        if self._held is not None:
+            with open(folder / HELD_OUT_FILE, "rb") as held:
+                shutil.copyfileobj(held, self._held)
+
+    def _close_files(self) -> None:
+        self._flush()
+        for file in (self._file, self._held):
+            if file is not None:
+                file.flush()
+                os.fsync(file.fileno())
+                file.close()
+
+    def finish_part(self) -> None:
+        """A shard's files (no meta.json, possibly no document): joined in order by :meth:`extend_part`."""
+        self._close_files()
+        _save_npy(self.folder / OFFSETS_FILE, self._offsets())
+        _save_npy(self.folder / HASHES_FILE, _hash_array(self._hashes))
+        _save_npy(self.folder / _PART_HELD_HASHES, _hash_array(self._held_hashes))
+        write_atomic(self.folder / _PART_FILE, json.dumps({"held_bytes": self.held_bytes, "skipped": self.skipped}))
 
     def finish(self, **meta: Any) -> dict[str, Any]:
-        """Flush, write ``offsets.npy`` then ``meta.json`` (last), each complete on disk, and return the meta."""
-        self._flush()
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        """Flush, write ``offsets.npy``, the hashes, then ``meta.json`` (last), each complete on disk; return the meta."""
+        self._close_files()
         if not self._lengths:
             raise ValueError(
                 "no documents to write: a token store holds at least one document; pass a non-empty list of "
-                "documents (or a dataset with at least one row)"
+                f"documents (or a dataset with at least one row){self._nothing_left()}"
             )
-        offsets = np.zeros(len(self._lengths) + 1, dtype=_OFFSET_DTYPE)  # (D + 1,)
-        np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=offsets[1:])
+        self._check_hashes()
+        offsets = self._offsets()
         with open(self.folder / OFFSETS_FILE, "wb") as file:
             np.save(file, offsets)
             file.flush()
             os.fsync(file.fileno())
+        if self._hashes:
+            _save_npy(self.folder / HASHES_FILE, _hash_array(self._hashes))
         written = _meta(self.dtype, self.vocab_size, offsets, **meta)
         written["content_hash"] = _content_hash(self._digest.digest(), offsets)
+        if self.rule is not None:
+            held = {"documents": len(self._held_hashes), "bytes": self.held_bytes}
+            written["held_out"] = {"hash": HASH_NAME, "fraction": self.rule.fraction, **held}
+        if self.from_text:
+            written["skipped_documents"] = dict(self.skipped)
         write_atomic(self.folder / META_FILE, json.dumps(written, indent=2) + "\n")
         return written
 
+    def _offsets(self) -> np.ndarray:
+        """``(D + 1,)`` int64: where each document written so far starts in ``tokens.bin``, then the end."""
+        offsets = np.zeros(len(self._lengths) + 1, dtype=_OFFSET_DTYPE)
+        np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=offsets[1:])
+        return offsets
+
+    def _nothing_left(self) -> str:
+        held, skipped = len(self._held_hashes), sum(self.skipped.values())
+        if not held and not skipped:
+            return ""
+        counts = ", ".join(f"{count} {reason}" for reason, count in self.skipped.items() if count)
+        return (
+            f"; every document was held out ({held}) or skipped ({counts or 0}): give more text or a smaller "
+            "validation_fraction"
+        )
+
+    def _check_hashes(self) -> None:
+        """One hash per document (or none); no stored document held out by the rule or equal to a held-out text."""
+        if not self._hashes and not self.from_text:
+            return
+        if len(self._hashes) != len(self._lengths):
+            raise ValueError(
+                f"document_hashes: {len(self._hashes)} content hashes for {len(self._lengths)} documents; give one "
+                "hash per document, in document order"
+            )
+        stored = np.frombuffer(self._hashes, dtype=np.uint64)
+        claimed = np.zeros(stored.size, dtype=bool) if self.rule is None else self.rule.mask(stored)
+        if self._held_hashes:
+            claimed |= np.isin(stored, np.frombuffer(self._held_hashes, dtype=np.uint64))
+        if claimed.any():
+            index = int(np.flatnonzero(claimed)[0])
+            raise ValueError(
+                f"document {self.first_document + index} (content hash {int(stored[index])}) is held out (by the "
+                "held-out rule or as a held-out text), so it cannot be stored for training; leave it out of the "
+                "documents"
+            )
+
     def close(self) -> None:
         self._file.close()
+        if self._held is not None:
+            self._held.close()
 
 
-def _write_files(
-    folder: Path, documents: Iterable[Sequence[int] | np.ndarray], vocab_size: int, first_document: int = 0, **meta
-) -> dict[str, Any]:
-    writer = _TokenWriter(folder, vocab_size, first_document)
-    try:
-        for document in documents:
-            writer.add(document)
-        return writer.finish(**meta)
-    finally:
-        writer.close()
+def _save_npy(path: Path, values: np.ndarray) -> None:
+    """``values`` as the ``.npy`` file ``path``, complete on disk (flushed and synced) when this returns."""
+    with atomic_output(path) as tmp, open(tmp, "wb") as file:
+        np.save(file, values)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 @contextlib.contextmanager
@@ -194,45 +306,6 @@ def _atomic_folder(path: Path, overwrite: bool) -> Iterator[Path]:
         raise
 
 
-def _check_save_tokenizer(save_tokenizer: bool, tokenizer: Any) -> bool:
-    """``save_tokenizer`` as a bool; ``True`` needs the tokenizer itself (a name cannot be saved)."""
-    save_tokenizer = check_flag(save_tokenizer, "save_tokenizer")
-    if save_tokenizer and isinstance(tokenizer, str):
-        raise TypeError(
-            f"save_tokenizer=True needs the tokenizer itself, got its name {tokenizer!r}; pass the tokenizer "
-            "(AutoTokenizer.from_pretrained(...)) or save_tokenizer=False"
-        )
-    return save_tokenizer
-
-
-def _save_tokenizer(tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
-    """Save ``tokenizer`` to ``folder / "tokenizer"`` and check that it loads back as itself (same fingerprint).
-
-    A tokenizer that reloads as another one (a slow tokenizer converted to a fast one on loading, a
-    class ``AutoTokenizer`` cannot build) would be refused by :meth:`TokenStore.check_tokenizer` later,
-    in the training run; it is refused here, before any text is tokenized.
-    """
-    from transformers import AutoTokenizer
-
-    target = folder / TOKENIZER_FOLDER
-    tokenizer.save_pretrained(target)
-    fix = "save a tokenizer that reloads as itself (a fast tokenizer), or pass save_tokenizer=False"
-    try:
-        reloaded = AutoTokenizer.from_pretrained(target)
-    except Exception as error:  # whatever transformers raises: the saved folder is not loadable
-        raise ValueError(
-            f"the tokenizer saved for the store does not load back with AutoTokenizer.from_pretrained "
-            f"({type(error).__name__}: {error}); {fix}"
-        ) from error
-    expected, actual = tokenizer_fingerprint(tokenizer), tokenizer_fingerprint(reloaded)
-    if actual != expected:
-        raise ValueError(
-            f"the tokenizer saved for the store loads back as another tokenizer ({type(reloaded).__name__}, "
-            f"fingerprint {actual}, not {type(tokenizer).__name__} {expected}): a run would refuse the store "
-            f"with its own tokenizer/; {fix}"
-        )
-
-
 def _check_replaceable(path: Path, overwrite: bool) -> None:
     """Refuse an existing ``path`` unless ``overwrite``, and then unless it is a store folder (or empty)."""
     if not (path.exists() or path.is_symlink()):
@@ -261,84 +334,3 @@ def _replace(tmp: Path, path: Path) -> None:
         old.rename(path)
         raise
     shutil.rmtree(old, ignore_errors=True)
-
-
-def _check_documents(documents: Any) -> None:
-    if isinstance(documents, (str, bytes, dict)) or not hasattr(documents, "__iter__"):
-        raise TypeError(
-            f"documents must be an iterable of token-id sequences ([[5, 6], [7]]), got {type(documents).__name__}"
-        )
-
-
-def _tokenizer_meta(tokenizer: Any, vocab_size: int | None) -> dict[str, Any]:
-    """``tokenizer`` and ``tokenizer_fingerprint`` for ``meta.json``: from a name (no fingerprint) or a tokenizer."""
-    if isinstance(tokenizer, str):
-        return {"tokenizer": tokenizer, "tokenizer_fingerprint": None}
-    if not hasattr(tokenizer, "__len__") or not hasattr(tokenizer, "get_vocab"):
-        raise TypeError(f"tokenizer must be a name (str) or a transformers tokenizer, got {type(tokenizer).__name__}")
-    if vocab_size is not None and vocab_size != len(tokenizer):
-        raise ValueError(
-            f"vocab_size is {vocab_size} but len(tokenizer) is {len(tokenizer)}; the store's vocabulary is the "
-            "tokenizer's: pass vocab_size=len(tokenizer)"
-        )
-    name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
-    return {"tokenizer": name, "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer)}
-
-
-def write_token_store(
-    path: str | os.PathLike,
-    documents: Iterable[Sequence[int] | np.ndarray],
-    vocab_size: int,
-    *,
-    tokenizer: str | PreTrainedTokenizerBase = "",
-    add_bos: bool = False,
-    add_eos: bool = False,
-    text_column: str | None = None,
-    overwrite: bool = False,
-    save_tokenizer: bool = False,
-) -> TokenStore:
-    """Write ``documents`` (token id sequences, streamed in chunks) as a store at ``path`` and open it.
-
-    Memory stays bounded (one chunk of tokens plus 8 bytes per document): the corpus is never held.
-    ``tokenizer`` (a name, or the tokenizer itself: then its ``tokenizer_fingerprint`` is recorded and
-    ``vocab_size`` must be ``len(tokenizer)``), ``add_bos``, ``add_eos`` and ``text_column`` are
-    recorded in ``meta.json``. The store appears at ``path`` only once complete: an error (or an
-    exception raised by the ``documents`` iterable) leaves no folder at ``path`` (or the old store,
-    with ``overwrite``) and no temporary folder beside it. ``overwrite=True`` replaces a token store
-    or an empty folder, never a folder holding other files. ``save_tokenizer=True`` (``tokenizer``
-    must then be the tokenizer, not a name) saves it as ``path/tokenizer/`` before the store is
-    renamed into place, checked to load back with ``AutoTokenizer.from_pretrained`` as the same
-    tokenizer: the store appears with its tokenizer, and a failed save leaves nothing, like any error.
-
-    Example:
-        >>> import os, tempfile
-        >>> from hf_lmobj.corpus import build_tokenizer
-        >>> tok = build_tokenizer(512, max_documents=20)
-        >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6]], 512, tokenizer=tok, save_tokenizer=True)
-        >>> sorted(os.listdir(store.path))
-        ['meta.json', 'offsets.npy', 'tokenizer', 'tokens.bin']
-
-    Raises:
-        TypeError: a document holding something else than ints (a bool, a float, a string, None),
-            ``vocab_size`` or a flag of the wrong type, ``documents`` not an iterable,
-            ``save_tokenizer=True`` with a tokenizer name.
-        ValueError: ``path`` exists and not ``overwrite`` (or is not a store), ``vocab_size`` outside
-            ``[1, 2**32]``, an id ``< 0`` or ``>= vocab_size``, an empty document (a store refuses
-            them: they carry no token) or no document at all (the message names the document index),
-            a saved tokenizer that does not load back as itself.
-    """
-    path = _as_path(path, "path")
-    vocab_size = _check_vocab_size(vocab_size)
-    _check_documents(documents)
-    save_tokenizer = _check_save_tokenizer(save_tokenizer, tokenizer)
-    meta = {
-        **_tokenizer_meta(tokenizer, vocab_size),
-        "add_bos": check_flag(add_bos, "add_bos"),
-        "add_eos": check_flag(add_eos, "add_eos"),
-        "text_column": check_name(text_column, "text_column", optional=True),
-    }
-    with _atomic_folder(path, check_flag(overwrite, "overwrite")) as tmp:
-        if save_tokenizer:
-            _save_tokenizer(tokenizer, tmp)
-        _write_files(tmp, documents, vocab_size, **meta)
-    return TokenStore.open(path)

@@ -28,6 +28,7 @@ import torch
 import transformers.trainer as hf_trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.trainer.checkpoints import (
@@ -150,10 +151,16 @@ def finish_checkpoint(trainer: Any, trial: Any, save_total_limit: int | None, fi
 
 
 def source_token_counts(loader: PipelineLoader | None, accelerator: Any, args: Any) -> dict[str, int]:
-    """``train_tokens_<source>``: tokens each source gave, summed over ranks (a collective: every rank)."""
+    """``train_tokens_<source>``: tokens each source gave, and ``train_<reason>_documents``: the streamed documents
+    passed over (skipped as empty, whitespace or one token; held out), when any; summed over ranks (a collective:
+    every rank)."""
     if loader is None:
         return {}
-    counts = torch.as_tensor(loader.tokens_by_source, dtype=torch.float64)
+    counts = torch.as_tensor([*loader.tokens_by_source.tolist(), *loader.left_out.tolist()], dtype=torch.float64)
     if args.world_size > 1:
         counts = accelerator.reduce(counts.to(args.device), reduction="sum").cpu()
-    return {f"train_tokens_{name}": int(count) for name, count in zip(loader.dataset.names, counts.tolist())}
+    values = [int(count) for count in counts.tolist()]
+    names = loader.dataset.names
+    found = {f"train_tokens_{name}": count for name, count in zip(names, values)}
+    left_out = {f"train_{reason}_documents": count for reason, count in zip(LEFT_OUT, values[len(names) :]) if count}
+    return {**found, **left_out}

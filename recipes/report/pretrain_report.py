@@ -20,6 +20,7 @@ import torch
 
 from hf_lmobj.baselines.compression import compression_bits_per_byte
 from hf_lmobj.baselines.ngram import KneserNeyLM
+from hf_lmobj.cards.provenance import check_provenance
 from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.generation.sampling import encode_prompts, sampling_generate_kwargs
 from hf_lmobj.metrics.scoring import encode_texts, score_texts
@@ -144,6 +145,8 @@ def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> No
     for key, value in metrics.items():
         if not key.startswith("baseline_"):
             print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
+    for line in data_lines(run.provenance):
+        print(f"  {line}")
     if not get_objective(run.args.data.objective).scores_text:
         loss_key = "eval_mlm_loss" if "eval_mlm_loss" in metrics else "eval_loss"  # ELECTRA: the generator's MLM loss
         print(
@@ -177,11 +180,35 @@ def _write_card(run: Run, metrics: dict, output: Path, not_run: dict[str, str]) 
         metrics=metrics,
         hyperparameters=hyperparameters,
         model_name=output.resolve().name,  # "." names the folder it is
-        dataset_name=run.args.data.dataset_name or "python-stdlib",
+        provenance=run.provenance,
         base_model=run.args.model.model_name_or_path,
         log_history=trainer.state.log_history,
         extra={"launch command": " ".join(sys.argv), **{f"{name} baseline": why for name, why in not_run.items()}},
     )
+
+
+def data_lines(provenance: dict) -> list[str]:
+    """The report's lines on the data, printed before the bits-per-byte table: the validation text (source,
+    documents, bytes, how they were selected, fingerprint) and the skipped documents, when any.
+
+    Example:
+        >>> record = {"training": [{"name": "jsonl", "location": "/d/jsonl", "kind": "local files", "weight": 1.0}],
+        ...     "validation": {"source": "jsonl", "location": "/d/jsonl", "documents": 3, "bytes": 120,
+        ...                    "fingerprint": "0123456789abcdef", "selection": "held out by content hash"},
+        ...     "tokenizer": {"origin": "given", "vocab_size": 512, "fingerprint": "fedcba9876543210"},
+        ...     "skipped_documents": {"training": {"empty": 1, "whitespace": 0, "one_token": 0},
+        ...                           "validation": {"empty": 0, "whitespace": 0, "one_token": 0}}}
+        >>> for line in data_lines(record):  # doctest: +ELLIPSIS
+        ...     print(line)
+        validation text: 3 documents (120 bytes) of jsonl (/d/jsonl), held out by content hash; text fingerprint ...
+        skipped documents (nothing to learn from): training 1 empty; validation none
+    """
+    record = check_provenance(provenance)
+    lines = [f"validation text: {record.validation.sentence()}"]
+    skipped = record.skipped_line()
+    if skipped is not None:
+        lines.append(f"skipped documents (nothing to learn from): {skipped}")
+    return lines
 
 
 def _print_comparison(metrics: dict[str, float], baselines: dict[str, float], not_run: dict[str, str]) -> None:

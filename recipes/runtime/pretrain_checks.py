@@ -33,7 +33,6 @@ from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from hf_lmobj.data.prepare import DataArguments, row_positions
 from hf_lmobj.data.prepare_fim import FimArguments, check_fim_fits
-from hf_lmobj.data.prepare_stream import uses_pipeline
 from hf_lmobj.models.pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
 from hf_lmobj.models.stock import (
     ModelArguments,
@@ -144,8 +143,8 @@ def _check_lengths(
 
 
 def _why_max_steps(data_args: DataArguments, runtime_args: RuntimeArguments) -> str | None:
-    if uses_pipeline(data_args):
-        return "a streamed, token-store or mixture run has no epoch length to train by"
+    if data_args.streaming or data_args.sources:
+        return "a streamed or mixture run has no epoch length to train by"
     if runtime_args.max_train_minutes is not None:
         return "max_train_minutes lowers max_steps to what fits its budget (max_steps is the most it may keep)"
     return None

@@ -65,3 +65,4 @@ class Run:
     budget: StepBudget | None = None
     train_metrics: dict[str, Any] = field(default_factory=dict)
     sample: str | None = None  # the report's sampled continuation
+    provenance: dict[str, Any] = field(default_factory=dict)  # the data's provenance (data.provenance's record)

@@ -62,7 +62,7 @@ def test_card_round_trips_with_metrics_file_numbers(tmp_path, objective):
     data = card.data
     assert data.library_name == "transformers"
     assert data.license == "apache-2.0"
-    assert data.datasets == ["python-stdlib"]
+    assert data.datasets == ["hf-lmobj/python-stdlib"]  # the embedded corpus: its id, as in .eval_results
     assert data.base_model == "org/base"
     assert {"hf_lmobj", objective} <= set(data.tags)
     assert data.model_name == f"tiny-{objective}"

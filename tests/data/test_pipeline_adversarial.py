@@ -545,25 +545,24 @@ def test_fim_pieces_seed_is_a_seed(tok, seed, error, words):
         FimPieces(FimTransform(tok, fim_rate=1.0), max_tokens=8, seed=seed)
 
 
-# ------------------------------------------------------- the recipe's stream opening (prepare_stream)
+# ------------------------------------------------------- the run's sources (run_sources)
 def test_an_empty_jsonl_folder_is_refused_by_name_not_stop_iteration(tmp_path):
-    from hf_lmobj.data.prepare_stream import _stream_split
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.data.run_sources import open_sources
 
     (tmp_path / "a.jsonl").write_text("")
-    with pytest.raises(ValueError, match="holds no rows"):
-        _stream_split({"location": str(tmp_path), "name": "mine"}, "train")
+    with pytest.raises(ValueError, match="holds no"):
+        open_sources(DataArguments(dataset_name=str(tmp_path), streaming=True))
 
 
 @pytest.mark.parametrize(
     ("line", "error", "word"),
-    [('{"body": "x"}', ValueError, "text_column="), ('{"text": null}', TypeError, "must be a string")],
+    [('{"body": "x"}', ValueError, "text_column"), ('{"text": null}', (TypeError, ValueError), "string")],
 )
 def test_validation_rows_without_text_are_refused_by_row(tmp_path, line, error, word):
     from hf_lmobj.data.prepare import DataArguments
-    from hf_lmobj.data.prepare_stream import _validation_text
+    from hf_lmobj.data.run_sources import open_sources
 
     (tmp_path / "a.jsonl").write_text(line + "\n")
-    args = DataArguments(dataset_name=str(tmp_path), streaming=True)
-    spec = {"kind": "stream", "location": str(tmp_path), "name": "a", "text_column": "text"}
     with pytest.raises(error, match=word):
-        _validation_text([spec], args)
+        open_sources(DataArguments(dataset_name=str(tmp_path), streaming=True))

@@ -14,13 +14,13 @@ from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import token_store_writer
 from hf_lmobj.data.token_store import TokenStore
 from hf_lmobj.data.token_store_files import TOKEN_STORE_FORMAT, token_dtype
-from hf_lmobj.data.token_store_writer import write_token_store
 from hf_lmobj.data.tokenize_store import tokenize_to_token_store
+from hf_lmobj.data.write_store import write_token_store
 
 TEXTS = [
     "def f(x):\n    return x + 1\n",
     "import os\nprint(os.sep)\n",
-    "",  # an empty text still carries BOS / EOS
+    "",  # an empty text is skipped (counted), never stored
     "class A:\n    pass\n",
     "x = [i * i for i in range(10)]\n",
     "é ü — unicode\n",
@@ -182,9 +182,11 @@ def test_tokenizing_in_parallel_gives_the_same_bytes_as_one_process(tmp_path, sm
     dataset = datasets.Dataset.from_dict({"text": TEXTS * 3, "other": list(range(21))})
     one = tokenize_to_token_store(dataset, small_tokenizer, tmp_path / "one", batch_size=4)
     two = tokenize_to_token_store(dataset, small_tokenizer, tmp_path / "two", num_proc=2, batch_size=4)
-    for name in ("tokens.bin", "offsets.npy", "meta.json"):
+    for name in ("tokens.bin", "offsets.npy", "meta.json", "document_hashes.npy"):
         assert (one.path / name).read_bytes() == (two.path / name).read_bytes(), name
-    assert [one.document(i).tolist() for i in range(len(one))] == reference_documents(small_tokenizer, TEXTS * 3)
+    stored = [text for text in TEXTS * 3 if text]
+    assert [one.document(i).tolist() for i in range(len(one))] == reference_documents(small_tokenizer, stored)
+    assert one.skipped_documents == {"empty": 3, "whitespace": 0, "one_token": 0}
     assert one.vocab_size == len(small_tokenizer) and one.meta["text_column"] == "text" and one.meta["add_eos"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]  # no shard folders left
 
@@ -209,14 +211,15 @@ def test_special_token_text_stays_text(tmp_path, small_tokenizer):
     assert small_tokenizer.decode(ids[1:-1]) == text
 
 
-def test_tokenizing_refuses_a_missing_column_and_an_empty_text_without_specials(tmp_path, small_tokenizer):
+def test_tokenizing_refuses_a_missing_column_and_a_corpus_with_nothing_to_store(tmp_path, small_tokenizer):
     dataset = datasets.Dataset.from_dict({"content": ["x"]})
     with pytest.raises(ValueError, match="text_column"):
         tokenize_to_token_store(dataset, small_tokenizer, tmp_path / "s")
-    dataset = datasets.Dataset.from_dict({"text": ["x", ""]})
-    with pytest.raises(ValueError, match="document 1 is empty"):
+    dataset = datasets.Dataset.from_dict({"text": ["x", ""]})  # one token without BOS / EOS, and an empty text
+    words = r"every document was held out \(0\) or skipped \(1 empty, 1 one_token\)"
+    with pytest.raises(ValueError, match=words):
         tokenize_to_token_store(dataset, small_tokenizer, tmp_path / "s", add_bos=False, add_eos=False)
-    with pytest.raises(ValueError, match="document 1 is empty"):
+    with pytest.raises(ValueError, match=words):
         tokenize_to_token_store(dataset, small_tokenizer, tmp_path / "s", add_bos=False, add_eos=False, num_proc=2)
     assert list(tmp_path.iterdir()) == []
 

@@ -23,11 +23,14 @@ from transformers import AutoTokenizer
 
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import token_store_writer, tokenize_store
-from hf_lmobj.data.prepare_stream import _open_source
+from hf_lmobj.data.held_out import HeldOut
+from hf_lmobj.data.prepare_run import _training_source
+from hf_lmobj.data.run_sources import SourceSpec
 from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_writer import write_token_store
 from hf_lmobj.data.tokenize_store import tokenize_to_token_store
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.data.write_store import write_token_store
+from hf_lmobj.objectives import get_objective
 
 DOCUMENTS = [[5, 6, 7], [8], [9, 10]]  # offsets [0, 3, 4, 6], 6 uint16 tokens (12 bytes)
 TEXTS = ["def f(x):\n    return x\n", "import os\n", "x = 1\n"]
@@ -497,6 +500,7 @@ def test_tokenize_to_token_store_refuses_no_rows_and_a_path_as_tokenizer(tmp_pat
 
 # ------------------------------------------------------------- the tokenizer saved inside the store
 STORE_FILES = ["meta.json", "offsets.npy", "tokenizer", "tokens.bin"]
+TEXT_STORE_FILES = sorted([*STORE_FILES, "document_hashes.npy"])  # a store written from text keeps content hashes
 
 
 def write_with_tokenizer(tmp_path: Path, tokenizer, how: str, documents=None, **kwargs) -> TokenStore:
@@ -529,8 +533,9 @@ def test_the_store_holds_its_tokenizer_at_the_moment_it_appears(tmp_path, monkey
 
     monkeypatch.setattr(Path, "rename", spying_rename)
     store = write_with_tokenizer(tmp_path, tokenizer, how, overwrite=overwrite)
-    assert seen == [(STORE_FILES, ["tokenizer.json", "tokenizer_config.json"])]
-    assert sorted(os.listdir(store.path)) == STORE_FILES and [p.name for p in tmp_path.iterdir()] == ["store"]
+    files = STORE_FILES if how == "write_token_store" else TEXT_STORE_FILES
+    assert seen == [(files, ["tokenizer.json", "tokenizer_config.json"])]
+    assert sorted(os.listdir(store.path)) == files and [p.name for p in tmp_path.iterdir()] == ["store"]
 
 
 def fail_midway(real, other):
@@ -581,7 +586,7 @@ def test_a_failed_tokenizer_save_leaves_no_store_and_no_temporary_folder(
         started.append(True)
         yield [1, 2, 3]
 
-    monkeypatch.setattr(tokenize_store, "_iter_tokenized", lambda *a, **k: started.append(True) or iter([[1]]))
+    monkeypatch.setattr(tokenize_store, "_tokenize_into", lambda *a, **k: started.append(True))
     real = type(tokenizer).save_pretrained
     monkeypatch.setattr(type(tokenizer), "save_pretrained", failure(real, other_tokenizer))
     with pytest.raises(error, match=words):
@@ -611,7 +616,7 @@ def test_the_store_reopens_and_accepts_its_saved_tokenizer_reloaded(tmp_path, to
 
 def test_without_save_tokenizer_nothing_is_saved(tmp_path, tokenizer):
     store = tokenize_to_token_store(datasets.Dataset.from_dict({"text": TEXTS}), tokenizer, tmp_path / "store")
-    assert sorted(os.listdir(store.path)) == ["meta.json", "offsets.npy", "tokens.bin"]
+    assert sorted(os.listdir(store.path)) == ["document_hashes.npy", "meta.json", "offsets.npy", "tokens.bin"]
 
 
 # ------------------------------------------------------------------------------- check_tokenizer
@@ -667,10 +672,15 @@ def test_check_tokenizer_refuses_what_is_not_a_tokenizer(store):
 def test_a_run_opening_a_store_refuses_another_tokenizer_by_source_name(tmp_path, tokenizer, other_tokenizer):
     dataset = datasets.Dataset.from_dict({"text": TEXTS})
     location = str(tokenize_to_token_store(dataset, tokenizer, tmp_path / "store").path)
-    spec = {"kind": "token_store", "name": "web", "location": location, "weight": 1.0}
-    assert len(_open_source(spec, tokenizer, "causal", 0)) == 3
+    assert len(_open_store("web", location, tokenizer).lengths) == 3
     with pytest.raises(ValueError, match=r"source 'web': the token store .* another tokenizer"):
-        _open_source(spec, other_tokenizer, "causal", 0)
+        _open_store("web", location, other_tokenizer)
     small = write_token_store(tmp_path / "small", [[5, 6, 104]], 105).path
     with pytest.raises(ValueError, match=r"source 'small': .*105-id vocabulary"):
-        _open_source({**spec, "name": "small", "location": str(small)}, tokenizer, "causal", 0)
+        _open_store("small", str(small), tokenizer)
+
+
+def _open_store(name: str, location: str, tokenizer):
+    """The run's training source of a token store (no held-out rule), as the pre-training path opens it."""
+    spec = SourceSpec("token store", name, location)
+    return _training_source(spec, TokenStore.open(location), tokenizer, get_objective("causal"), None, HeldOut(0.0))[0]

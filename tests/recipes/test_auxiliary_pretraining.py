@@ -6,7 +6,9 @@ import pytest
 from transformers import AutoModelForCausalLM, ElectraForPreTraining, TrainingArguments
 
 from hf_lmobj.config import load_yaml_config, parse_args_with_config
-from hf_lmobj.data.prepare import DataArguments, prepare_objective_data
+from hf_lmobj.data.prepare import DataArguments
+from hf_lmobj.data.prepare_run import prepare_run_data
+from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.models.pretraining import (
     AUXILIARY_BASE_OBJECTIVE,
     AuxiliaryArguments,
@@ -68,8 +70,8 @@ def test_a_wired_run_trains_evaluates_and_saves_a_stock_model(
 ):
     """What recipes/pretrain.py does once wired (see the report of issue 16), a few steps."""
     model = build_pretraining_model(objective, tokenizer, TINY, AuxiliaryArguments(aux, mtp_num_depths=2))
-    data = prepare_objective_data(objective, tokenizer, corpus, DataArguments(objective=objective, max_length=64,
-                                  max_eval_rows=8), model)  # fmt: skip
+    data_args = DataArguments(objective=objective, max_length=64, max_eval_rows=8)
+    data = prepare_run_data(open_sources(data_args, corpus), objective, tokenizer, data_args, 4, model)
     args = TrainingArguments(str(tmp_path), max_steps=3, per_device_train_batch_size=4, per_device_eval_batch_size=4,
                              learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no", logging_steps=1,
                              remove_unused_columns=False, disable_tqdm=True)  # fmt: skip

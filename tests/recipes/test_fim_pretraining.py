@@ -11,7 +11,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.data.prepare import DataArguments
-from hf_lmobj.data.prepare_fim import FimArguments, prepare_fim_data
+from hf_lmobj.data.prepare_fim import FimArguments
+from hf_lmobj.data.prepare_run import prepare_run_data
+from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.fim.format import fim_mode, fim_token_ids, undo_fim
 from hf_lmobj.fim.prompting import fim_prompt_ids
 from hf_lmobj.models.stock import ModelArguments, build_model
@@ -38,35 +40,36 @@ def test_pieces_keep_every_token_and_character(tokenizer, corpus):
     assert document == len(texts)
 
 
-def _segments(dataset) -> list[list[int]]:
-    """The documents of packed rows (``seq_lengths`` gives each row's document lengths)."""
-    out = []
-    for row in dataset:
-        ends = [sum(row["seq_lengths"][: i + 1]) for i in range(len(row["seq_lengths"]))]
-        out += [row["input_ids"][a:b] for a, b in zip([0, *ends], ends)]
-    return out
-
-
-def test_prepare_fim_data_packs_fimmed_pieces(tokenizer, corpus):
-    ids, eos = fim_token_ids(tokenizer), tokenizer.eos_token_id
+def _fim_run(tokenizer, corpus, fim_args: FimArguments):
+    """A causal run's data with ``fim_args``, and its training documents (the FIM'd pieces) in corpus order."""
     data_args = DataArguments(max_length=64, max_eval_rows=None)
-    data = prepare_fim_data(tokenizer, corpus, data_args, FimArguments(fim_rate=0.5), seed=0)
-    hp = data.hyperparameters
+    data = prepare_run_data(open_sources(data_args, corpus), "causal", tokenizer, data_args, 4, fim_args=fim_args)
+    source = data.train_dataset.sources[0]
+    return data, [source.document(i).tolist() for i in range(len(source.lengths))]
+
+
+def test_fim_runs_train_fimmed_pieces(tokenizer, corpus):
+    ids, eos = fim_token_ids(tokenizer), tokenizer.eos_token_id
+    data, pieces = _fim_run(tokenizer, corpus, FimArguments(fim_rate=0.5))
     expected = {"fim_rate": 0.5, "fim_spm_rate": 0.5, "fim_level": "char", "fim_piece_max_tokens": 54}
-    assert expected.items() <= hp.items()
-    assert all(len(row) <= 64 for row in data.train_dataset["input_ids"])
-    fimmed = [s for s in _segments(data.train_dataset) if fim_mode(s, ids)]
-    assert abs(len(fimmed) / hp["fim_pieces"] - 0.5) < 0.1
-    batch = data.collator([data.train_dataset[i] for i in range(4)])
+    assert expected.items() <= data.hyperparameters.items()
+    assert sum(len(piece) > 64 for piece in pieces) < 0.01 * len(pieces)  # the rare longer one is split into rows
+    fimmed = [piece for piece in pieces if fim_mode(piece, ids)]
+    assert abs(len(fimmed) / len(pieces) - 0.5) < 0.1
+    batch = next(iter(data.train_dataset))["batch"]
     assert batch["input_ids"].shape[1] <= 64 and "position_ids" in batch
-    # token-level cuts: undoing each FIM'd piece gives back exactly the pieces plain training sees
-    token = prepare_fim_data(tokenizer, corpus, data_args, FimArguments(fim_rate=0.5, fim_level="token"), seed=0)
-    plain = prepare_fim_data(tokenizer, corpus, data_args, FimArguments(fim_rate=0.0), seed=0)
-    undone = [undo_fim(s, ids, eos) for s in _segments(token.train_dataset)]
+    assert any(fim_mode(row, ids) for row in data.eval_dataset["input_ids"])  # the eval rows are FIM'd as well
+    # token-level cuts: undoing each FIM'd piece gives back exactly the pieces plain training would see
+    _, token = _fim_run(tokenizer, corpus, FimArguments(fim_rate=0.5, fim_level="token"))
+    texts = [text for text in corpus["train"]["text"] if text.strip()]
+    plain = document_pieces(texts, tokenizer, max_tokens=54)["input_ids"]
     strip = lambda s: s[:-1] if s[-1] == eos else s  # noqa: E731  (a FIM'd piece always ends with EOS)
-    assert sorted(map(strip, undone)) == sorted(map(strip, _segments(plain.train_dataset)))
+    assert sorted(strip(undo_fim(s, ids, eos)) for s in token) == sorted(map(strip, plain))
     with pytest.raises(ValueError, match="objective must be 'causal'"):
-        prepare_fim_data(tokenizer, corpus, DataArguments(objective="masked"), FimArguments(fim_rate=0.5))
+        masked = DataArguments(objective="masked")
+        prepare_run_data(
+            open_sources(masked, corpus), "masked", tokenizer, masked, 4, fim_args=FimArguments(fim_rate=0.5)
+        )
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -140,7 +143,7 @@ def test_report_prints_left_to_right_and_infilling_beside_the_plain_run(tmp_path
     metrics = {"validation_bits_per_byte": 2.06, "validation_infill_samples": 200,
                "validation_infill_psm_exact_match": 0.3, "validation_infill_spm_exact_match": 0.25,
                "validation_infill_prefix_only_exact_match": 0.05, "validation_infill_spm_edit_similarity": 0.6,
-               "validation_infill_prefix_only_edit_similarity": 0.4}  # fmt: skip
+               "validation_infill_prefix_only_edit_similarity": 0.4, "validation_fingerprint": "0123456789abcdef"}  # fmt: skip
     print_fim_comparison({"validation_bits_per_byte": 2.0}, None)  # a plain run without infilling: nothing
     assert capsys.readouterr().out == ""
     print_fim_comparison(metrics, str(tmp_path / "missing.json"))
@@ -153,13 +156,13 @@ def test_report_prints_left_to_right_and_infilling_beside_the_plain_run(tmp_path
     plain = tmp_path / "plain.json"
     plain.write_text(
         '{"validation_bits_per_byte": 2.0, "validation_infill_prefix_only_exact_match": 0.1, '
-        '"validation_infill_prefix_only_edit_similarity": 0.45}'
+        '"validation_infill_prefix_only_edit_similarity": 0.45, "validation_fingerprint": "0123456789abcdef"}'
     )
     print_fim_comparison(metrics, str(plain))
     rows = capsys.readouterr().out.splitlines()
     assert rows[-3].split() == ["left-to-right", "bits", "per", "byte", "2.060", "2.000", "1.030"]
     assert rows[-2].split()[-4:] == ["0.300", "(psm)", "0.100", "(prefix_only)"]
     assert rows[-1].split()[-5:] == ["similarity", "0.600", "(spm)", "0.450", "(prefix_only)"]
-    plain.write_text('{"validation_bits_per_byte": 2.0}')  # a plain run made without --infill_cases
+    plain.write_text('{"validation_bits_per_byte": 2.0, "validation_fingerprint": "0123456789abcdef"}')  # no infilling
     print_fim_comparison(metrics, str(plain))
     assert "that run has no infilling metrics" in capsys.readouterr().out

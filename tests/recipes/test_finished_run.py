@@ -34,7 +34,7 @@ def _untouched_phases(monkeypatch: pytest.MonkeyPatch, recipe) -> None:
     def reached(*args, **kwargs):
         raise AssertionError("a phase ran for a run that was already complete")
 
-    for name in ("load_text_splits", "build_tokenizer", "setup"):
+    for name in ("open_sources", "run_tokenizer", "setup"):
         monkeypatch.setattr(recipe, name, reached)
 
 

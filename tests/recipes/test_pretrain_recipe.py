@@ -146,7 +146,12 @@ def test_a_variant_config_holds_only_its_deltas_over_its_base(variant):
 def test_fim_demo_trains_a_few_steps_and_reports_left_to_right_and_infilling(tmp_path, capsys):
     recipe = load_recipe()
     baseline = tmp_path / "plain-metrics.json"
-    baseline.write_text(json.dumps({"validation_bits_per_byte": 3.0, "validation_infill_prefix_only_exact_match": 0.0}))
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.data.run_sources import open_sources
+
+    same_text = open_sources(DataArguments(max_documents=200)).validation["fingerprint"]  # QUICK's data
+    baseline.write_text(json.dumps({"validation_bits_per_byte": 3.0, "validation_infill_prefix_only_exact_match": 0.0,
+                                    "validation_fingerprint": same_text}))  # fmt: skip
     out = tmp_path / "fim"
     metrics = recipe.main(
         ["--config", str(ROOT / "recipes/configs/causal/fim_demo.yaml"), *QUICK, "--max_steps", "3",

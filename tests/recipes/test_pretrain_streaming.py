@@ -13,6 +13,8 @@ CONFIGS = {"causal": "causal/demo.yaml", "masked": "masked/bert_tiny.yaml", "spa
 BOUNDED = [
     "--max_validation_documents",
     "6",
+    "--validation_fraction",
+    "0.1",  # 120 documents: about 12 held out by content hash
     "--ngram_orders",
     "3",
     "--torch_threads",
@@ -104,11 +106,12 @@ def tokenizer():
 def test_a_streamed_text_source_makes_batches_for_each_objective(jsonl_folder, tokenizer, objective, first_key):
     """Fast: the streamed text source opens and yields collated batches (the slow runs above train on it)."""
     from hf_lmobj.data.prepare import DataArguments
-    from hf_lmobj.data.prepare_stream import prepare_pipeline_data
+    from hf_lmobj.data.prepare_run import prepare_run_data
+    from hf_lmobj.data.run_sources import open_sources
 
     args = DataArguments(objective=objective, dataset_name=str(jsonl_folder), streaming=True, max_length=64,
-                         max_validation_documents=4, block_documents=8)  # fmt: skip
-    data, validation = prepare_pipeline_data(objective, tokenizer, args, batch_size=2)
+                         max_validation_documents=4, block_documents=8, validation_fraction=0.2)  # fmt: skip
+    data = prepare_run_data(open_sources(args), objective, tokenizer, args, batch_size=2)
     batch = next(iter(data.train_dataset.shard(0, 1)))["batch"]  # a batch with its stream position
     assert first_key in batch and batch["input_ids"].shape[0] == 2
-    assert validation.num_rows == 4
+    assert len(data.validation_texts) == 4

@@ -40,8 +40,7 @@ def no_data(pretrain, monkeypatch):
     def reached(*args, **kwargs):
         raise AssertionError("should not be reached: the data phase ran before the arguments were refused")
 
-    for name in ("load_text_splits", "build_tokenizer", "build_pretraining_model", "prepare_pretraining_data",
-                 "prepare_pipeline_data"):  # fmt: skip
+    for name in ("open_sources", "run_tokenizer", "build_pretraining_model", "prepare_run_data"):
         monkeypatch.setattr(pretrain, name, reached)
     return pretrain
 

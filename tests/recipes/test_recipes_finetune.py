@@ -20,6 +20,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, TrainingArguments
 
 from hf_lmobj.config import parse_args_with_config
+from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.models.stock import ModelArguments, build_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -212,9 +213,11 @@ PACKAGES = "asyncio,email,logging,unittest"
 def encoder_dir(tmp_path_factory) -> Path:
     """A tiny BERT (hidden 64, 2 layers) pre-trained for 600 steps by the mlm recipe on 300 stdlib files."""
     out = tmp_path_factory.mktemp("masked")
+    tokenizer = tmp_path_factory.mktemp("tokenizer")  # the whole corpus's: the classified packages reach past 300 files
+    build_tokenizer(1024).save_pretrained(tokenizer)
     _recipe("pretrain").main([
-        "--config", str(RECIPES / "configs/masked/bert_tiny.yaml"), "--vocab_size", "1024", "--max_documents", "300",
-        "--max_length", "64",
+        "--config", str(RECIPES / "configs/masked/bert_tiny.yaml"), "--tokenizer_name", str(tokenizer),
+        "--max_documents", "300", "--max_length", "64",
         "--hidden_size", "64", "--num_hidden_layers", "2", "--max_position_embeddings", "512",
         "--max_steps", "600", "--learning_rate", "3e-3", "--warmup_steps", "20",  # pinned: the test owns its encoder
         "--torch_threads", "1",  # not load-adaptive: the same encoder whatever else runs on the machine

@@ -36,8 +36,8 @@ def _no_data_phase(monkeypatch: pytest.MonkeyPatch, recipe) -> None:
     def reached(*args, **kwargs):
         raise AssertionError("the data phases ran before the resume was checked")
 
-    monkeypatch.setattr(recipe, "load_text_splits", reached)
-    monkeypatch.setattr(recipe, "build_tokenizer", reached)
+    monkeypatch.setattr(recipe, "open_sources", reached)
+    monkeypatch.setattr(recipe, "run_tokenizer", reached)
 
 
 def _state(folder: Path) -> dict:

@@ -40,14 +40,17 @@ def test_a_local_jsonl_folder_becomes_a_store_with_its_tokenizer(tmp_path, capsy
     args = ["--dataset_name", str(folder), "--text_column", "content", "--tokenizer_name", str(tokenizer_dir)]
     recipe = load_tokenize_recipe()
     store = recipe.main([*args, "--num_proc", "2", "--output_dir", str(tmp_path / "store")])
-    assert "5 documents" in capsys.readouterr().out and store.meta["text_column"] == "content"
+    out = capsys.readouterr().out
+    assert "4 documents" in out and "skipped 1 empty" in out and store.meta["text_column"] == "content"
     saved = AutoTokenizer.from_pretrained(tmp_path / "store" / "tokenizer")
-    assert decoded(TokenStore.open(tmp_path / "store"), saved) == TEXTS
+    stored = [text for text in TEXTS if text]  # the empty text is skipped; none of these 4 is held out at 0.02
+    assert decoded(TokenStore.open(tmp_path / "store"), saved) == stored
+    assert store.tokenizer_origin == {"origin": "given", "name": str(tokenizer_dir)}
     streamed = recipe.main([*args, "--streaming", "true", "--max_documents", "4", "--output_dir", str(tmp_path / "s")])
-    assert decoded(streamed, saved) == TEXTS[:4]
+    assert decoded(streamed, saved) == stored[:3]
     with pytest.raises(ValueError, match="already exists"):
         recipe.main([*args, "--output_dir", str(tmp_path / "store")])
-    assert len(recipe.main([*args, "--overwrite", "true", "--output_dir", str(tmp_path / "store")])) == 5
+    assert len(recipe.main([*args, "--overwrite", "true", "--output_dir", str(tmp_path / "store")])) == 4
 
 
 def test_the_embedded_corpus_with_the_local_tokenizer(tmp_path):
@@ -67,7 +70,7 @@ def test_a_failed_tokenizer_save_publishes_no_store(tmp_path, monkeypatch):
     def failing(self, folder, **kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(recipe, "load_tokenizer", lambda args: tokenizer)
+    monkeypatch.setattr(recipe, "load_tokenizer", lambda args, texts: (tokenizer, {"origin": "given"}))
     monkeypatch.setattr(type(tokenizer), "save_pretrained", failing)
     with pytest.raises(OSError, match="No space left"):
         recipe.main(["--max_documents", "10", "--output_dir", str(tmp_path / "store")])
