@@ -56,6 +56,7 @@ from .report.infilling import check_comparable_baseline, infilling_cases, valida
 from .report.pretrain_report import (
     baseline_bits_per_byte,
     baseline_key,
+    contamination_figures,
     sample_continuation,
     score_validation_texts,
     write_and_report,
@@ -190,7 +191,8 @@ def evaluate(run: Run, metrics: dict[str, float]) -> None:
             run.threads.adapt()
         progress = not a.training.disable_tqdm and trainer.is_world_process_zero()
         texts = run.validation_texts
-        metrics.update(score_validation_texts(predictor, run.tokenizer, texts, a.data, a.report, progress))
+        metrics.update(score_validation_texts(predictor, run.tokenizer, texts, a.data, a.report, progress,
+                                              data.validation_domains))  # fmt: skip
     if a.fim.infill_cases:  # 200 by default when fim_rate > 0, none for a plain run
         with run.timer.phase("infilling"):
             metrics.update(validation_infilling(predictor, run.tokenizer, run.validation, a.data.text_column, a.fim,
@@ -205,6 +207,7 @@ def report(run: Run, metrics: dict[str, float]) -> None:
     if get_objective(a.data.objective).scores_text:
         baselines = baseline_bits_per_byte(run.data, run.tokenizer, run.validation_texts, a.report, run.timer)
         metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
+        metrics.update(contamination_figures(run, a.report, run.timer))
     write_and_report(run, metrics, baselines)
 
 
@@ -229,6 +232,9 @@ def _realized_tokens(run: Run, counts: dict[str, int]) -> None:
     for reason in skipped:
         skipped[reason] += counts.pop(f"train_{reason}_documents", 0)
     run.provenance["held_out_training_documents"] += counts.pop("train_held_out_documents", 0)
+    dropped = counts.pop("train_contaminated_documents", 0)
+    if "contaminated_training_documents" in run.provenance:
+        run.provenance["contaminated_training_documents"] += dropped
 
 
 def _data_figures(run: Run) -> dict[str, Any]:
@@ -242,6 +248,8 @@ def _data_figures(run: Run) -> dict[str, Any]:
         prefix = "train" if side == "training" else side
         figures.update({f"{prefix}_skipped_{reason}_documents": count for reason, count in skipped.items()})
     figures["train_held_out_documents"] = provenance["held_out_training_documents"]
+    if "contaminated_training_documents" in provenance:
+        figures["train_contaminated_documents"] = provenance["contaminated_training_documents"]
     return figures
 
 

@@ -50,7 +50,10 @@ _SIDES = ("training", "validation")
 _REASON_WORDS = {"empty": "empty", "whitespace": "whitespace-only", "one_token": "one-token"}
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 _KEYS = {  # record part -> (required keys, optional keys)
-    "provenance": (("training", "validation", "tokenizer", "skipped_documents"), ("held_out_training_documents",)),
+    "provenance": (
+        ("training", "validation", "tokenizer", "skipped_documents"),
+        ("held_out_training_documents", "contaminated_training_documents"),
+    ),
     "training source": (("name", "location", "kind", "weight"), ("tokens", "streamed")),
     "validation": (("source", "location", "documents", "bytes", "fingerprint", "selection"), ()),
     "tokenizer": (
@@ -239,6 +242,7 @@ class Provenance:
     tokenizer: TokenizerOrigin | None = None
     skipped_documents: dict[str, dict[str, int]] | None = None
     held_out_training_documents: int | None = None  # training-side documents passed over as held out
+    contaminated_training_documents: int | None = None  # dropped for holding validation n-grams (drop_contaminated)
 
     def __post_init__(self) -> None:
         sources = tuple(self.training) if isinstance(self.training, (list, tuple)) else ()
@@ -252,6 +256,9 @@ class Provenance:
         if self.held_out_training_documents is not None:
             held = check_count(self.held_out_training_documents, "provenance['held_out_training_documents']")
             object.__setattr__(self, "held_out_training_documents", held)
+        if self.contaminated_training_documents is not None:
+            dropped = check_count(self.contaminated_training_documents, "provenance['contaminated_training_documents']")
+            object.__setattr__(self, "contaminated_training_documents", dropped)
 
     @classmethod
     def named(cls, dataset_name: Any) -> Provenance:
@@ -329,6 +336,10 @@ class Provenance:
             held = self.held_out_training_documents
             bullets.append(f"- **Held out of training:** {held:,} documents of the training sources (held-out "
                            "text, wherever it occurs: never trained)")  # fmt: skip
+        if self.contaminated_training_documents is not None:
+            dropped = self.contaminated_training_documents
+            bullets.append(f"- **Dropped as contaminated:** {dropped:,} training documents holding a 13-token n-gram "
+                           "of the validation text (drop_contaminated)")  # fmt: skip
         return "\n".join(lines + ([""] + bullets if bullets else []))
 
     def as_dict(self) -> dict[str, Any]:
@@ -374,7 +385,8 @@ def check_provenance(record: Any) -> Provenance:
     tokenizer = TokenizerOrigin(**_keys(top["tokenizer"], "provenance['tokenizer']", *_KEYS["tokenizer"]),
                                 where="provenance['tokenizer']")  # fmt: skip
     skipped = _skipped(top["skipped_documents"], "provenance['skipped_documents']")
-    return Provenance(tuple(training), validation, tokenizer, skipped, top.get("held_out_training_documents"))
+    return Provenance(tuple(training), validation, tokenizer, skipped, top.get("held_out_training_documents"),
+                      top.get("contaminated_training_documents"))  # fmt: skip
 
 
 def resolve_provenance(provenance: Any = None, dataset_name: Any = None) -> Provenance:

@@ -10,7 +10,7 @@ documents), the model-index's ``datasets`` (the training sources) and each resul
 source); a caller that knows only a dataset's name passes ``dataset_name`` instead.
 Beside it, ``.eval_results/<task_id>.yaml`` holds the perplexity and bits per byte in the Hub's
 newer results format (https://huggingface.co/docs/hub/eval-results), with the same values, merged into
-what is there. Every file is written atomically (:mod:`hf_lmobj.files`), and only once every input and
+what is there, and one entry per domain of ``metrics.json``'s per-domain figures (:mod:`.eval_results`). Every file is written atomically (:mod:`hf_lmobj.files`), and only once every input and
 every results file already there has been checked, so a refusal leaves the folder as it was.
 
 Example:
@@ -28,6 +28,8 @@ Example:
 from __future__ import annotations
 
 import datetime
+import math
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,20 @@ from huggingface_hub import ModelCard
 
 from hf_lmobj.cards.data import (
     _as_number,
+    _non_finite,
     _sort_metrics,
     build_card_data,
     format_value,
     framework_versions,
     merge_foreign_card_data,
 )
-from hf_lmobj.cards.eval_results import EVAL_RESULTS_SOURCE_URL, _check_date, eval_results_entries
+from hf_lmobj.cards.eval_results import (
+    _BOUNDS,
+    EVAL_RESULTS_METRICS,
+    EVAL_RESULTS_SOURCE_URL,
+    _check_date,
+    eval_results_entries,
+)
 from hf_lmobj.cards.provenance import Provenance, resolve_provenance
 from hf_lmobj.files import atomic_output, write_atomic
 from hf_lmobj.objectives import get_objective
@@ -113,12 +122,15 @@ def write_eval_results(
     date: str | None = None,
     *,
     provenance: Mapping[str, Any] | Provenance | None = None,
+    per_domain: Mapping[str, Any] | None = None,
 ) -> list[Path]:
     """Write ``<output_dir>/.eval_results/<task_id>.yaml`` for the perplexity and bits-per-byte results.
 
     ``results`` as :func:`.data.split_metrics` returns them (the model-index's own); the entries name the
     validation source of ``provenance`` (a run's record) or ``dataset_name`` (one of the two:
-    :func:`.eval_results.eval_results_entries`); ``date`` defaults to today (UTC). Every ``*.yaml`` file of
+    :func:`.eval_results.eval_results_entries`); ``date`` defaults to today (UTC). ``per_domain`` (flat keys such
+    as ``bits_per_byte/wiki`` with their ``_ci_low`` / ``_ci_high``) adds one entry per domain, its ``task_id``
+    the key, to its metric's file. Every ``*.yaml`` file of
     the folder is merged, never overwritten: an entry is identified by its ``dataset`` (``id``, ``task_id``,
     ``revision``), i.e. dataset, metric and split. An entry hf_lmobj wrote (its ``source.url``) for an
     identity written now is replaced in place; one of ours for this dataset and a ``task_id`` not written now (a result left out this run:
@@ -138,13 +150,17 @@ def write_eval_results(
         >>> [e["value"] for e in yaml.safe_load((out / ".eval_results" / "perplexity.yaml").read_text())]
         [3, 9.5]
     """
-    planned = _plan_eval_results(output_dir, results, resolve_provenance(provenance, dataset_name), date)
+    planned = _plan_eval_results(output_dir, results, resolve_provenance(provenance, dataset_name), date, per_domain)
     _apply(planned)
     return [path for path, text in planned if text is not None]
 
 
 def _plan_eval_results(
-    output_dir: str | Path, results: Mapping[str, tuple], record: Provenance, date: str | None
+    output_dir: str | Path,
+    results: Mapping[str, tuple],
+    record: Provenance,
+    date: str | None,
+    per_domain: Mapping[str, Any] | None = None,
 ) -> list[tuple[Path, str | None]]:
     """The results files to change, ``(path, text)`` (None: remove it), merged with every ``*.yaml`` there.
 
@@ -152,8 +168,8 @@ def _plan_eval_results(
     """
     date = _check_date(date) if date is not None else datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     folder = Path(output_dir) / EVAL_RESULTS_DIR
-    fresh = {folder / f"{task_id}.yaml": entries
-             for task_id, entries in eval_results_entries(results, date=date, provenance=record).items()}  # fmt: skip
+    entries = eval_results_entries(results, date=date, provenance=record, per_domain=per_domain)
+    fresh = {folder / f"{name}.yaml": file_entries for name, file_entries in entries.items()}
     there = sorted(path for path in folder.glob("*.yaml") if path.is_file()) if folder.is_dir() else []
     dataset_id = record.validation_id
     planned: list[tuple[Path, str | None]] = []
@@ -305,7 +321,7 @@ def write_model_card(
     _check_same_text(record, stats)
     output_dir = Path(output_dir)
     has_curve = log_history is not None and any(_curve(log_history, key)[0] for key in ("loss", "eval_loss"))
-    eval_files = _plan_eval_results(output_dir, results, record, None)  # existing files checked here
+    eval_files = _plan_eval_results(output_dir, results, record, None, _per_domain(metrics))  # files there checked
     card_data = build_card_data(spec, objective, results, model_name=model_name, provenance=record,
                                 base_model=base_model, license=license)  # fmt: skip
     card_data = merge_foreign_card_data(card_data, output_dir / "README.md")
@@ -338,6 +354,25 @@ def write_model_card(
     write_atomic(output_dir / "README.md", text)  # what card.save writes (newline="": no translation)
     _apply(eval_files)
     return card
+
+
+def _per_domain(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics``' per-domain perplexity and bits-per-byte keys (with bounds) for ``.eval_results``.
+
+    ``metrics.json``'s nulls read as :func:`.data.split_metrics` reads them (``non_finite_metrics``); a figure
+    not measured (None or NaN) is left out with its bounds, and a bound not measured leaves its figure without an
+    interval, each with a ``RuntimeWarning`` naming the key, as an unmeasured whole-set result is.
+    """
+    non_finite = _non_finite(metrics)
+    keys = {key: non_finite.get(key, value) for key, value in metrics.items()
+            if isinstance(key, str) and "/" in key and key.split("/", 1)[0] in EVAL_RESULTS_METRICS}  # fmt: skip
+    dropped = set()
+    for key, value in keys.items():
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            figure = next((key.removesuffix(s) for s in _BOUNDS if key.endswith(s)), key)
+            dropped |= {figure, *(figure + s for s in _BOUNDS)} if figure == key else {figure + s for s in _BOUNDS}
+            warnings.warn(f"{key} is left out of .eval_results: not measured (None or NaN)", RuntimeWarning, 3)
+    return {key: value for key, value in keys.items() if key not in dropped}
 
 
 def _check_same_text(record: Provenance, stats: Mapping[str, Any]) -> None:

@@ -29,8 +29,9 @@ from hf_lmobj.checks import check_number
 
 #: Why a document is skipped: its text is empty, holds only whitespace, or gives fewer than 2 tokens.
 SKIP_REASONS = ("empty", "whitespace", "one_token")
-#: What a reader counts of the documents it leaves out of training: the skipped ones, and those held out.
-LEFT_OUT = (*SKIP_REASONS, "held_out")
+#: What a reader counts of the documents it leaves out of training: the skipped ones, those held out, and those that
+#: hold an n-gram of the validation text when the run drops them (``drop_contaminated``).
+LEFT_OUT = (*SKIP_REASONS, "held_out", "contaminated")
 #: The share of a corpus held out as validation text when it names no validation split (pretrain, tokenize_corpus).
 DEFAULT_VALIDATION_FRACTION = 0.02
 #: What the hash of a document's content is: BLAKE2b of its UTF-8 bytes, the first 8 bytes as a big-endian uint64.

@@ -88,6 +88,13 @@ class DataArguments:
             "name: ..., text_column: ...}; weights are shares of the tokens."
         },
     )
+    drop_contaminated: bool = field(
+        default=False,
+        metadata={
+            "help": "Leave out every training document holding a 13-token n-gram of the validation text (Paloma's "
+            "rule: a document dropped on any hit); counted, part of the data fingerprint."
+        },
+    )
     ignore_data_fingerprint: bool = field(
         default=False,
         metadata={
@@ -143,7 +150,7 @@ class DataArguments:
             self.mean_noise_span_length = check_number(
                 self.mean_noise_span_length, "mean_noise_span_length", 1.0, hint="T5 uses 3.0"
             )
-        for name in ("whole_word_mask", "streaming", "ignore_data_fingerprint"):
+        for name in ("whole_word_mask", "streaming", "ignore_data_fingerprint", "drop_contaminated"):
             setattr(self, name, check_flag(getattr(self, name), name))
         self.sources = _parse_sources(self.sources)
         for name in ("block_documents", "max_validation_documents", "report_sample_tokens"):
@@ -202,6 +209,7 @@ class ObjectiveData:
     collator: Callable[[list[dict[str, Any]]], dict[str, Any]]
     hyperparameters: dict[str, Any]
     validation_texts: list[str] = field(default_factory=list)  # the held-out text the report scores
+    validation_domains: list[str] = field(default_factory=list)  # the domain of each validation text
     provenance: dict[str, Any] = field(
         default_factory=dict
     )  # sources, validation, skipped documents (data.run_sources)

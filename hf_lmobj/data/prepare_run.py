@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.data.held_out import LEFT_OUT, HeldOut
+from hf_lmobj.data.held_out import LEFT_OUT, SKIP_REASONS, HeldOut
 from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, objective_collator
 from hf_lmobj.data.prepare_fim import PIECE_SLACK, FimArguments
@@ -70,8 +70,9 @@ def prepare_run_data(
     if encode is not None:
         hyperparameters.update(_fim_hyperparameters(fim_args, args))
     opened, left_out = [], np.zeros(len(LEFT_OUT), dtype=np.int64)
+    exclude = _contamination_filter(sources, tokenizer) if args.drop_contaminated else None
     for source_spec, source in zip(sources.specs, sources.opened):
-        made, counts = _training_source(source_spec, source, tokenizer, spec, encode, sources.held_out)
+        made, counts = _training_source(source_spec, source, tokenizer, spec, encode, sources.held_out, exclude)
         opened.append(made)
         left_out += counts
     weights = [s.weight for s in sources.specs] if len(sources.specs) > 1 else None
@@ -83,14 +84,19 @@ def prepare_run_data(
         "training": [s.record() for s in sources.specs],
         "validation": sources.validation,
         "skipped_documents": {
-            "training": {reason: int(n) for reason, n in zip(LEFT_OUT, left_out) if reason != "held_out"},
+            "training": {reason: int(n) for reason, n in zip(LEFT_OUT, left_out) if reason in SKIP_REASONS},
             "validation": dict(sources.skipped_validation),
         },
         "held_out_training_documents": int(left_out[LEFT_OUT.index("held_out")]),
+        **(
+            {"contaminated_training_documents": int(left_out[LEFT_OUT.index("contaminated")])}
+            if exclude is not None
+            else {}
+        ),
     }
     sample = functools.partial(_sample_documents, stream, _sample_tokens(stream, args))
-    return ObjectiveData(stream, evaluation, collator, hyperparameters, list(sources.validation_texts), provenance,
-                         sample)  # fmt: skip
+    return ObjectiveData(stream, evaluation, collator, hyperparameters, list(sources.validation_texts),
+                         list(sources.validation_domains), provenance, sample)  # fmt: skip
 
 
 def _fim_encoder(spec: ObjectiveSpec, tokenizer, args: DataArguments, fim_args: FimArguments, seed: int) -> Any:
@@ -111,14 +117,27 @@ def _fim_hyperparameters(fim_args: FimArguments, args: DataArguments) -> dict[st
 
 
 def _encoder(tokenizer, spec: ObjectiveSpec, text_column: str, encode: Any, held_out: HeldOut | None, name: str,
-             rows: Any) -> TextStream:  # fmt: skip
+             rows: Any, exclude: Any = None) -> TextStream:  # fmt: skip
     """The one text encoder of a run (an encoder-decoder's collator adds its own EOS)."""
     return TextStream(rows, tokenizer, text_column, spec.next_token, not spec.encoder_decoder, name=name,
-                      encode=encode, held_out=held_out)  # fmt: skip
+                      encode=encode, held_out=held_out, exclude=exclude)  # fmt: skip
+
+
+def _contamination_filter(sources: RunSources, tokenizer) -> Any:
+    """The index of the validation text's 13-token n-grams: a training document holding any of them is dropped."""
+    from hf_lmobj.data.contamination import ContaminationIndex
+
+    return ContaminationIndex.build(sources.validation_texts, sources.validation_domains, tokenizer)
 
 
 def _training_source(
-    spec: SourceSpec, source: Any, tokenizer, objective: ObjectiveSpec, encode: Any, held_out: HeldOut
+    spec: SourceSpec,
+    source: Any,
+    tokenizer,
+    objective: ObjectiveSpec,
+    encode: Any,
+    held_out: HeldOut,
+    exclude: Any = None,
 ) -> tuple[Any, np.ndarray]:
     """A pipeline source of one run source's training side, and the documents left out of it (by LEFT_OUT)."""
     if isinstance(source, TokenStore):
@@ -128,8 +147,8 @@ def _training_source(
                 "hold; stream the text (dataset_name with streaming: true) or set fim_rate: 0"
             )
         source.check_tokenizer(tokenizer, f"source {spec.name!r}")  # another tokenizer's ids are refused by name
-        return _store_subset(source, spec, held_out)
-    encoder = _encoder(tokenizer, objective, spec.text_column, encode, held_out, spec.name, source)
+        return _store_subset(source, spec, held_out, exclude)
+    encoder = _encoder(tokenizer, objective, spec.text_column, encode, held_out, spec.name, source, exclude)
     if spec.streaming:
         return encoder, np.zeros(len(LEFT_OUT), dtype=np.int64)  # counted as it is read
     return _encoded(encoder, source, spec, tokenizer)
@@ -167,8 +186,11 @@ def _as_dataset(documents: list[np.ndarray]) -> datasets.Dataset:
     return datasets.Dataset(pa.table({"input_ids": column}), fingerprint=digest.hexdigest())
 
 
-def _store_subset(store: TokenStore, spec: SourceSpec, held_out: HeldOut) -> tuple[Any, np.ndarray]:
-    """The store's documents a run may train: not held out (by their content hashes) and of 2 tokens or more."""
+def _store_subset(
+    store: TokenStore, spec: SourceSpec, held_out: HeldOut, exclude: Any = None
+) -> tuple[Any, np.ndarray]:
+    """The store's documents a run may train: not held out (by their content hashes), of 2 tokens or more, and
+    (``exclude``) holding no n-gram of the validation text."""
     left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)
     keep = store.lengths >= 2
     left_out[LEFT_OUT.index("one_token")] = int((~keep).sum())
@@ -185,6 +207,10 @@ def _store_subset(store: TokenStore, spec: SourceSpec, held_out: HeldOut) -> tup
         held = held_out.mask(hashes) & keep
         left_out[LEFT_OUT.index("held_out")] = int(held.sum())
         keep &= ~held
+    if exclude is not None:
+        hit = np.array([bool(k) and exclude.contaminated(store.document(i)) for i, k in enumerate(keep)], dtype=bool)
+        left_out[LEFT_OUT.index("contaminated")] = int(hit.sum())
+        keep &= ~hit
     if keep.all():
         return store, left_out
     return DocumentSubset(store, np.flatnonzero(keep)), left_out

@@ -108,6 +108,7 @@ class RunSources:
     validation: dict[str, Any]  # the card's record: source, location, documents, bytes, selection, fingerprint
     held_out: HeldOut
     skipped_validation: dict[str, int] = field(default_factory=dict)
+    validation_domains: list[str] = field(default_factory=list)  # one per validation text (see validation_domain)
 
     def training_sample(self) -> Iterator[str]:
         """The training side's texts, each text source's in turn (weighted runs interleave by weight): what a
@@ -141,8 +142,8 @@ def open_sources(args: DataArguments, splits: datasets.DatasetDict | None = None
         train, validation = _open(spec, args, splits)
         opened.append(train)
         validation_splits.append(validation)
-    texts, record, held_out, skipped = _choose_validation(specs, opened, validation_splits, args)
-    return RunSources(specs, opened, texts, record, held_out, skipped)
+    texts, domains, record, held_out, skipped = _choose_validation(specs, opened, validation_splits, args)
+    return RunSources(specs, opened, texts, record, held_out, skipped, domains)
 
 
 def _open(spec: SourceSpec, args: DataArguments, splits: datasets.DatasetDict | None) -> tuple[Any, Any]:
@@ -168,31 +169,56 @@ def _open(spec: SourceSpec, args: DataArguments, splits: datasets.DatasetDict | 
 
 
 def _load(spec: SourceSpec, args: DataArguments) -> Any:
-    """``datasets.load_dataset`` of a local or Hub source, its files checked first (bytes, schema, units)."""
-    from hf_lmobj.data.local_files import check_local_files, load_arguments
+    """``datasets.load_dataset`` of a local or Hub source, its files checked first (bytes, schema, units), each row
+    with its domain where the data says it (:func:`~hf_lmobj.data.load_text.load_text`)."""
+    from hf_lmobj.data.load_text import load_text
 
-    check_local_files(spec.location, spec.text_column, spec.name)
-    path, kwargs = load_arguments(spec.location, args.text_unit)
     try:
-        return datasets.load_dataset(path, spec.dataset_config, streaming=spec.streaming, **kwargs)
+        loaded, _ = load_text(spec.location, spec.dataset_config, streaming=spec.streaming, text_unit=args.text_unit,
+                              text_column=spec.text_column, name=spec.name)  # fmt: skip
     except StopIteration:  # datasets infers the schema from the first row: an empty file has none
         raise ValueError(f"source {spec.name!r}: {spec.location} holds no rows (an empty file?); give it at least one "
                          "document") from None  # fmt: skip
+    return loaded
+
+
+def validation_domain(row: Any, spec: SourceSpec, index: int = 0) -> str:
+    """A validation document's domain: its row's ``domain`` (a column of the data, or its file's name), the top-level
+    package of an embedded-corpus file (``json/decoder.py`` -> ``json``; a single-file module -> ``(top level)``),
+    else the source's name without its file extensions (``corpus.jsonl`` -> ``corpus``).
+
+    Example:
+        >>> validation_domain({"text": "x", "domain": "wiki"}, SourceSpec("local files", "corpus.jsonl"))
+        'wiki'
+        >>> validation_domain({"text": "x"}, SourceSpec("local files", "corpus.jsonl"))
+        'corpus'
+    """
+    from hf_lmobj.data.load_text import DOMAIN_COLUMN, domain_of_file
+
+    if isinstance(row, dict) and DOMAIN_COLUMN in row:
+        domain = row[DOMAIN_COLUMN]
+        if not isinstance(domain, str) or not domain.strip():
+            raise ValueError(f"source {spec.name!r}: row {index} has {DOMAIN_COLUMN}={domain!r}; give every row a "
+                             f"non-empty {DOMAIN_COLUMN} string, or drop the column")  # fmt: skip
+        return domain.strip()
+    if spec.kind == "embedded corpus" and isinstance(row, dict) and isinstance(row.get("path"), str):
+        return row["path"].split("/")[0] if "/" in row["path"] else "(top level)"
+    return domain_of_file(spec.name)
 
 
 def _choose_validation(
     specs: list[SourceSpec], opened: list[Any], validation_splits: list[Any], args: DataArguments
-) -> tuple[list[str], dict[str, Any], HeldOut, dict[str, int]]:
+) -> tuple[list[str], list[str], dict[str, Any], HeldOut, dict[str, int]]:
     limit = args.max_validation_documents
     first = next((i for i, spec in enumerate(specs) if spec.holds_text), None)
     skipped = dict.fromkeys(SKIP_REASONS, 0)
     if first is not None and validation_splits[first] is not None:
         spec, rows = specs[first], validation_splits[first]
-        texts = _first_texts(rows, spec, limit, skipped, lambda text: True)
+        picked = _first_texts(rows, spec, limit, skipped, lambda text: True)
         selection, fraction = "the dataset's validation split", 0.0
     elif first is not None:
         spec, rule = specs[first], HeldOut(args.validation_fraction)
-        texts = _first_texts(opened[first], spec, limit, skipped, lambda text: rule.by_rule(content_hash(text)))
+        picked = _first_texts(opened[first], spec, limit, skipped, lambda text: rule.by_rule(content_hash(text)))
         selection = f"held out by content hash ({args.validation_fraction:.1%} of the documents)"
         fraction = args.validation_fraction
     else:
@@ -203,30 +229,33 @@ def _choose_validation(
                 f"token store {spec.location} holds no held-out text (no held_out.jsonl): rebuild it with "
                 "recipes/tokenize_corpus.py (it holds documents out by content hash), or add a text source"
             )
-        texts = [text for text in texts if _counted(text, skipped)]
+        picked = [(text, validation_domain({}, spec)) for text in texts if _counted(text, skipped)]
         selection, fraction = "the token store's held_out.jsonl", args.validation_fraction
-    if not texts:
+    if not picked:
         raise ValueError(
             f"source {spec.name!r} gave no validation text ({selection}; skipped: {skipped}); give it more documents "
             "or raise validation_fraction"
         )
+    texts, domains = [text for text, _ in picked], [domain for _, domain in picked]
     held_out = HeldOut(fraction, frozenset(content_hash(text) for text in texts))
     record = {"source": spec.name, "location": spec.location, "documents": len(texts),
               "bytes": sum(len(text.encode("utf-8")) for text in texts), "selection": selection,
               "fingerprint": texts_fingerprint(texts)}  # fmt: skip
-    return texts, record, held_out, skipped
+    return texts, domains, record, held_out, skipped
 
 
-def _first_texts(rows: Iterable[Any], spec: SourceSpec, limit: int, skipped: dict[str, int], chosen) -> list[str]:
-    """The first ``limit`` texts of ``rows`` that ``chosen`` picks, empty and whitespace-only ones skipped."""
-    texts: list[str] = []
+def _first_texts(
+    rows: Iterable[Any], spec: SourceSpec, limit: int, skipped: dict[str, int], chosen
+) -> list[tuple[str, str]]:
+    """The first ``limit`` ``(text, domain)`` of ``rows`` that ``chosen`` picks, empty / whitespace-only skipped."""
+    picked: list[tuple[str, str]] = []
     for index, row in enumerate(rows):
         text = _row_text(row, spec.text_column, spec.name, index)
         if chosen(text) and _counted(text, skipped):
-            texts.append(text)
-            if len(texts) == limit:
+            picked.append((text, validation_domain(row, spec, index)))
+            if len(picked) == limit:
                 break
-    return texts
+    return picked
 
 
 def _counted(text: str, skipped: dict[str, int]) -> bool:

@@ -88,6 +88,8 @@ class TextStream:
             :class:`~hf_lmobj.data.transforms.FimPieces`); None encodes each text as one document.
         held_out: the run's held-out rule (:class:`~hf_lmobj.data.held_out.HeldOut`): a text it holds out is
             never trained; None trains every text.
+        exclude: a :class:`~hf_lmobj.data.contamination.ContaminationIndex` of the validation text: a document
+            holding any of its n-grams is left out (``"contaminated"``); None keeps them.
 
     A text that is empty or only whitespace, and a document of fewer than 2 tokens, is skipped (nothing to
     learn from it); :meth:`documents_or_reasons` says why each was left out, so a reader can count them.
@@ -117,8 +119,15 @@ class TextStream:
         name: str = "stream",
         encode: Callable[[list[str]], list[list[np.ndarray]]] | None = None,
         held_out: HeldOut | None = None,
+        exclude: Any = None,
     ) -> None:
         name = check_name(name, "name")
+        if exclude is not None and not (
+            callable(getattr(exclude, "contaminated", None)) and hasattr(exclude, "describe")
+        ):
+            raise TypeError(
+                f"exclude must be a ContaminationIndex (its contaminated() and describe()), got {exclude!r}"
+            )
         if held_out is not None and not isinstance(held_out, HeldOut):
             raise TypeError(f"held_out must be a HeldOut rule or None, got {type(held_out).__name__}")
         if isinstance(dataset, datasets.Dataset):
@@ -143,7 +152,7 @@ class TextStream:
         self.dataset, self.tokenizer, self.text_column = dataset, tokenizer, text_column
         self.add_bos, self.add_eos, self.name = add_bos, add_eos, name
         self.batch_size = check_length(batch_size, "batch_size", why="texts tokenized per call")
-        self.encode, self.held_out = encode, held_out
+        self.encode, self.held_out, self.exclude = encode, held_out, exclude
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
         """The documents of a batch of texts, in order, without the skipped and held-out ones."""
@@ -164,8 +173,13 @@ class TextStream:
             if reason is not None:
                 out.append(reason)
                 continue
-            out.extend(doc if doc.size >= 2 else "one_token" for doc in next(made))
+            out.extend(self._kept(doc) for doc in next(made))
         return out
+
+    def _kept(self, doc: np.ndarray) -> np.ndarray | str:
+        if doc.size < 2:
+            return "one_token"
+        return "contaminated" if self.exclude is not None and self.exclude.contaminated(doc) else doc
 
     def _encode(self, texts: list[str]) -> list[list[np.ndarray]]:
         """The documents each text becomes: one (BOS / EOS by id), or what ``encode`` makes of it."""
@@ -268,6 +282,7 @@ class TextStream:
             "tokenizer": [tokenizer_fingerprint(self.tokenizer), len(self.tokenizer), self.add_bos, self.add_eos],
             "encode": None if self.encode is None else repr(self.encode),
             "held_out": None if self.held_out is None else [self.held_out.fraction, sorted(self.held_out.validation)],
+            "exclude": None if self.exclude is None else self.exclude.describe(),
         }
         return "stream:" + hashlib.blake2b(json.dumps(described, default=str).encode(), digest_size=8).hexdigest()
 

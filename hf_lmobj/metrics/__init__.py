@@ -3,12 +3,12 @@
 Each metric is a folder laid out exactly as a Space on the Hub: ``<name>.py`` (the metric script),
 ``README.md`` (the card; its front matter pins gradio :data:`GRADIO_SDK_VERSION`), ``app.py``
 (evaluate's Gradio widget), ``requirements.txt`` (evaluate, datasets, torch, transformers) and
-the core files :data:`CORE_NAMES`, ``sums.py`` and ``scoring.py``. One source of truth:
-:mod:`hf_lmobj.metrics.scoring` imports only the standard library, torch, transformers, tqdm and
-:mod:`hf_lmobj.metrics.sums` (which needs the standard library alone: its metric mixin is handed ``score_texts``
-by ``.scoring``), by relative imports; each script imports both as siblings (``from .sums import`` and
-``from .scoring import``: ``evaluate`` copies along only the files that the script itself imports),
-and each folder's core file is the package's with a generated header, written by :func:`export_space`
+the core files :data:`CORE_NAMES`: ``sums.py`` (standard library alone: checks and figures; its metric mixin is
+handed ``score_texts`` by ``.scoring``), ``scoring.py`` (torch, transformers, tqdm: a model scores texts),
+``slices.py`` (per-domain figures), ``uncertainty.py`` (numpy: bootstrap intervals) and ``domain_metric.py``
+(``domains=`` and the bootstrap options of ``compute``). One source of truth: the cores import one another by
+relative imports and nothing else of hf_lmobj; each script imports every one as a sibling (``from .sums import``
+...: ``evaluate`` copies along only the files that the script itself imports), and each folder's core file is the package's with a generated header, written by :func:`export_space`
 (from the package source, always) and refreshed in this tree by :func:`sync_space_copies` (a test
 fails while a copy is stale). So ``evaluate.load(<folder>)`` works on the folder here, on an exported
 or ``cp -r`` copy and on the pushed Space, without hf_lmobj. The face also gives ``LanguageModelingMetrics``
@@ -40,7 +40,9 @@ PERPLEXITY_PATH = METRICS_DIR / "perplexity"
 BITS_PER_BYTE_PATH = METRICS_DIR / "bits_per_byte"
 _NOT_IN_SPACE = ("__init__.py", "__pycache__", "*.pyc")
 SPACE_FILES = ("README.md", "app.py", "requirements.txt")  # besides the metric script <name>.py
-CORE_NAMES = ("sums.py", "scoring.py")  # the core files, named alike in a Space folder (the scripts import both)
+#: The core files, named alike in a Space folder (each script imports every one: evaluate copies along only those).
+#: Not positions.py nor byte_alignment.py: no metric script uses them, so evaluate would never fetch them.
+CORE_NAMES = ("sums.py", "scoring.py", "slices.py", "uncertainty.py", "domain_metric.py")
 CORE_SOURCES = tuple(METRICS_DIR / name for name in CORE_NAMES)  # the package's, whatever METRICS_DIR becomes
 
 GRADIO_SDK_VERSION = "3.19.1"
@@ -86,7 +88,7 @@ def export_space(name: str, destination: str | Path) -> Path:
     """Write metric ``name`` to ``destination/<name>`` as a self-contained Space folder; return it.
 
     The folder holds the metric script, ``README.md``, ``app.py``, ``requirements.txt`` and the core
-    files ``sums.py`` and ``scoring.py`` (written from the package's, not copied from the folder) as real
+    files :data:`CORE_NAMES` (written from the package's, not copied from the folder) as real
     files; package files such as ``__init__.py`` and caches are left out. It runs with evaluate,
     datasets, torch and transformers alone, ready to upload. The folder is built beside its place and
     renamed into it once complete: a failed export leaves nothing at ``destination/<name>``. An existing
@@ -94,8 +96,9 @@ def export_space(name: str, destination: str | Path) -> Path:
 
     Example:
         >>> import tempfile
-        >>> sorted(p.name for p in export_space("perplexity", tempfile.mkdtemp()).iterdir())
-        ['README.md', 'app.py', 'perplexity.py', 'requirements.txt', 'scoring.py', 'sums.py']
+        >>> sorted(p.name for p in export_space("perplexity", tempfile.mkdtemp()).iterdir())  # doctest: +NORMALIZE_WHITESPACE
+        ['README.md', 'app.py', 'domain_metric.py', 'perplexity.py', 'requirements.txt', 'scoring.py', 'slices.py',
+         'sums.py', 'uncertainty.py']
     """
     source = metric_path(name)
     missing = [f for f in (*SPACE_FILES, f"{name}.py") if not (source / f).is_file()]
@@ -122,7 +125,7 @@ def export_space(name: str, destination: str | Path) -> Path:
 def sync_space_copies() -> list[Path]:
     """Rewrite each metric folder's core files in this tree from the package's; return those changed.
 
-    Run after editing :mod:`hf_lmobj.metrics.sums` or :mod:`hf_lmobj.metrics.scoring`
+    Run after editing a core file (:data:`CORE_NAMES`: :mod:`.sums`, :mod:`.scoring`, :mod:`.slices`, ...)
     (tests/metrics/test_spaces.py fails until then).
     """
     changed = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hf_lmobj.checks import check_flag, check_length, check_number, check_seed
+from hf_lmobj.checks import check_count, check_flag, check_length, check_number, check_seed
 from hf_lmobj.models.stock import check_positions
 
 #: The highest Kneser-Ney order the report fits: each order adds a count table as large as the training tokens.
@@ -45,6 +45,14 @@ class ReportArguments:
     compressor_baselines: bool = field(
         default=True, metadata={"help": "causal: also report zlib / bz2 / xz bits per byte of the validation text."}
     )
+    bootstrap_samples: int = field(
+        default=1000,
+        metadata={"help": "Document-level bootstrap resamples for the intervals of every figure; 0 = no intervals."},
+    )
+    contamination_scan: bool = field(
+        default=True, metadata={"help": "causal: scan the training tokens for the validation text's n-grams."}
+    )
+    contamination_ngram: int = field(default=13, metadata={"help": "Tokens per n-gram of the contamination scan."})
     sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
     sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
     sample_top_p: float = field(default=0.9, metadata={"help": "Nucleus of the sampled continuation."})
@@ -71,6 +79,9 @@ class ReportArguments:
             )
         self.ngram_orders = check_ngram_orders(self.ngram_orders)
         self.compressor_baselines = check_flag(self.compressor_baselines, "compressor_baselines")
+        self.contamination_scan = check_flag(self.contamination_scan, "contamination_scan")
+        self.bootstrap_samples = check_count(self.bootstrap_samples, "bootstrap_samples")
+        self.contamination_ngram = check_length(self.contamination_ngram, "contamination_ngram", 1, "tokens per n-gram")
         if not isinstance(self.sample_prompt, str):
             raise TypeError(f"sample_prompt must be a string, got {self.sample_prompt!r}")
         self.sample_max_new_tokens = check_length(self.sample_max_new_tokens, "sample_max_new_tokens", 1)

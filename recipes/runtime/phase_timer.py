@@ -43,8 +43,9 @@ class PhaseTimer:
             self.seconds[name] = self.seconds.get(name, 0.0) + self.clock() - start
 
     def lines(self, width: int = 12) -> list[str]:
-        """One ``name  seconds`` line per phase, then the total."""
+        """One ``name  seconds`` line per phase, then the total (names padded to ``width`` or the longest)."""
         rows = [*self.seconds.items(), ("total", sum(self.seconds.values()))]
+        width = max(width, *(len(name) + 1 for name, _ in rows))
         return [f"{name:{width}s} {_duration(value)}" for name, value in rows]
 
 

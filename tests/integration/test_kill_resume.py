@@ -47,7 +47,7 @@ def _command(data: Path, out: Path, *extra: str) -> list[str]:
         str(REPO / "recipes" / "pretrain.py"), "--config", str(REPO / "recipes/configs/causal/demo.yaml"), *QUICK,
         "--dataset_name", str(data), "--streaming", "true", "--max_train_minutes", "null",
         "--max_steps", str(STEPS), "--save_strategy", "steps", "--save_steps", "10", "--logging_steps", "1",
-        "--torch_threads", "1", "--max_validation_documents", "4", "--ngram_orders", "3",
+        "--torch_threads", "1", "--max_validation_documents", "4", "--validation_fraction", "0.1", "--ngram_orders", "3",
         "--sample_max_new_tokens", "4", "--output_dir", str(out), *extra,
     ]  # fmt: skip
 

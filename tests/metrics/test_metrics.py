@@ -224,11 +224,12 @@ def test_the_exported_app_starts_the_widget_and_computes(name, tmp_path, monkeyp
     assert gradio.built["launched"] and gradio.built["title"] == f"Metric: {name}"
     assert gradio.built["article"].lstrip().startswith("# Metric Card for")  # the card, front matter off
     count = "num_tokens" if name == "perplexity" else "num_bytes"
-    headers = ("nll", count, "num_words") if name == "perplexity" else ("nll", count)  # num_words 0: not counted
-    assert gradio.built["inputs"][1]["headers"] == headers
-    row = {"nll": [1.0], count: [2], **({"num_words": [0]} if name == "perplexity" else {})}
+    words = ("num_words",) if name == "perplexity" else ()  # num_words 0: not counted
+    assert gradio.built["inputs"][1]["headers"] == ("nll", count, *words, "domains")
+    # the widget drops a row with an empty cell, so its table names a domain
+    row = {"nll": [1.0], count: [2], **({"num_words": [0]} if name == "perplexity" else {}), "domains": ['"x"']}
     out = gradio.built["fn"](pandas.DataFrame(row))  # the widget's one-row table
-    assert out[name] == load(name).compute(nll=[1.0], **{count: [2]})[name]
+    assert out[name] == load(name).compute(nll=[1.0], **{count: [2]})[name] == out[f"{name}/x"]
 
 
 def test_no_symlink_under_the_metrics_package():

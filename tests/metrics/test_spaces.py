@@ -75,13 +75,26 @@ def _imports(source: str) -> tuple[set[str], set[str]]:
     return absolute, relative
 
 
+#: What each core may import besides the standard library and its sibling cores (numpy: a requirement of datasets).
+CORE_THIRD_PARTY = {
+    "sums.py": set(),
+    "scoring.py": {"torch", "transformers", "tqdm"},
+    "slices.py": set(),
+    "uncertainty.py": {"numpy"},
+    "domain_metric.py": set(),
+}
+
+
+def test_every_core_has_its_allowed_imports():
+    assert set(CORE_THIRD_PARTY) == set(CORE_NAMES)
+
+
 @pytest.mark.parametrize("core", CORE_NAMES)
-def test_the_core_imports_only_stdlib_torch_transformers_tqdm_and_the_other_core(core):
+def test_the_core_imports_only_the_stdlib_its_allowed_libraries_and_the_other_cores(core):
     absolute, relative = _imports(CORE_SOURCES[CORE_NAMES.index(core)].read_text(encoding="utf-8"))
     assert relative <= set(CORE_MODULES) - {core.removesuffix(".py")}, relative  # nothing else stands beside it
     third_party = absolute - set(sys.stdlib_module_names)
-    allowed = set() if core == "sums.py" else {"torch", "transformers", "tqdm"}  # sums: the standard library
-    assert third_party <= allowed, third_party
+    assert third_party <= CORE_THIRD_PARTY[core], third_party
 
 
 def test_sums_loads_and_computes_without_torch_and_reads_tensors_once_torch_is_there():
@@ -122,7 +135,7 @@ def test_the_cores_nll_is_the_packages_token_nll(dtype):
 
 
 @pytest.mark.parametrize("name", METRIC_NAMES)
-def test_evaluate_copies_both_cores_along_with_each_script(name):
+def test_evaluate_copies_every_core_along_with_each_script(name):
     """evaluate's own parser of a script's imports (it copies only these files, not their own imports)."""
     from evaluate.loading import get_imports
 

@@ -15,13 +15,20 @@ import math
 import datasets
 import evaluate
 
-# Sibling files, both imported here because evaluate copies along only the files this script imports:
-# the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts.
+# Sibling files, each imported here because evaluate copies along only the files this script imports:
+# the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts; DomainMetric
+# (from .domain_metric) takes domains= and the bootstrap options.
 # No comment on an import line: evaluate would read it as a URL to download.
+from .domain_metric import DomainMetric, check_bootstrap_options, domain_results, domain_table
 from .scoring import TextScoringMetric
+from .slices import domain_figures
 from .sums import bits_per_byte_from_sums, byte_perplexity_from_sums, check_sums, total_nll
+from .uncertainty import bootstrap_intervals
 
 __all__ = ["BitsPerByte"]
+
+#: The figures of this metric, per domain too.
+FIGURES = ("bits_per_byte", "byte_perplexity")
 
 _CITATION = """\
 @article{gao2020pile,
@@ -63,12 +70,25 @@ From a model (a list of texts as predictions):
     windows (str): "strided" (default) or "lm_eval": lm-evaluation-harness's disjoint rolling
         windows of max_length targets (one token of context; BOS, else EOS, as the start token).
 
+Either way in:
+    domains (list of str, optional): each entry's domain, a tag path such as "code/python" whose "/"
+        separates levels (with add / add_batch too: every entry or none).
+    bootstrap_samples (int, compute only): document-bootstrap resamples for the intervals; 0 (the
+        default) gives none. confidence (float, default 0.95) and seed (int, default 0) set them.
+
 Returns:
     bits_per_byte (float): sum nll / ln 2 / sum num_bytes.
     nll (float): total negative log-likelihood in nats.
     num_bytes (int): total UTF-8 bytes.
     bits_per_byte_per_text (list of float): nll / ln 2 / num_bytes of each entry.
     byte_perplexity (float): lm-eval's exp(sum nll / sum num_bytes), 2 ** bits_per_byte.
+    bits_per_byte/<domain> (float), with domains: the domain's sum nll / ln 2 / sum num_bytes, for
+        every domain and tag level ("code" and "code/python"); bits_per_byte/<parent>/macro, the mean
+        over its sub-domains; bits_per_byte/micro (all entries) and bits_per_byte/macro (the mean over
+        the top-level domains). The same keys for byte_perplexity (2 ** the bits per byte).
+    <key>_ci_low, <key>_ci_high (float), with bootstrap_samples > 0: the interval of each key above,
+        and bits_per_byte_ci_low / bits_per_byte_ci_high for the whole set (stratified document
+        bootstrap, percentile method).
 
 Examples:
     >>> import evaluate
@@ -78,13 +98,17 @@ Examples:
     >>> round(results["bits_per_byte"], 6), results["num_bytes"]
     (1.0, 6)
 
+    >>> results = bits_per_byte.compute(nll=[6 * 0.6931471805599453, 1.0], num_bytes=[6, 2], domains=["zh", "en"])
+    >>> round(results["bits_per_byte/zh"], 6), round(results["bits_per_byte/macro"], 6)
+    (1.0, 0.860674)
+
     >>> results = bits_per_byte.compute(predictions=["def f(x):"], model_id="gpt2")  # doctest: +SKIP
     >>> sorted(results)  # doctest: +SKIP
     ['bits_per_byte', 'bits_per_byte_per_text', 'byte_perplexity', 'nll', 'num_bytes']
 """
 
 
-class BitsPerByte(TextScoringMetric, evaluate.Metric):
+class BitsPerByte(DomainMetric, TextScoringMetric, evaluate.Metric):
     """Corpus bits per byte, ``total NLL / ln 2 / total bytes``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
 
     Example:
@@ -99,11 +123,17 @@ class BitsPerByte(TextScoringMetric, evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"nll": datasets.Value("float64"), "num_bytes": datasets.Value("int64")}),
+            features=datasets.Features(
+                {
+                    "nll": datasets.Value("float64"),
+                    "num_bytes": datasets.Value("int64"),
+                    "domains": datasets.Value("string"),  # "" where not given
+                }
+            ),
             reference_urls=["https://arxiv.org/abs/2101.00027"],
         )
 
-    def _compute(self, nll, num_bytes) -> dict:
+    def _compute(self, nll, num_bytes, domains, **options) -> dict:
         nll, num_bytes = check_sums(nll, num_bytes, "num_bytes")
         return {
             "bits_per_byte": bits_per_byte_from_sums(nll, num_bytes),
@@ -111,4 +141,14 @@ class BitsPerByte(TextScoringMetric, evaluate.Metric):
             "nll": total_nll(nll),
             "num_bytes": sum(num_bytes),
             "bits_per_byte_per_text": [value / math.log(2) / count for value, count in zip(nll, num_bytes)],
+            **self._sliced(nll, num_bytes, domains, **options),
         }
+
+    def _sliced(self, nll, num_bytes, domains, **options) -> dict:
+        """The per-domain figures and the intervals asked for (none: ``{}``)."""
+        samples, confidence, seed = check_bootstrap_options(**options)
+        table = domain_table(nll, domains, samples, nbytes=num_bytes)
+        if table is None:
+            return {}
+        intervals = bootstrap_intervals(table, samples, confidence, seed) if samples else {}
+        return domain_results(domain_figures(table), intervals, FIGURES, sliced=any(domains))

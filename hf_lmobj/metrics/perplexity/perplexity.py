@@ -13,13 +13,20 @@ from __future__ import annotations
 import datasets
 import evaluate
 
-# Sibling files, both imported here because evaluate copies along only the files this script imports:
-# the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts.
+# Sibling files, each imported here because evaluate copies along only the files this script imports:
+# the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts; DomainMetric
+# (from .domain_metric) takes domains= and the bootstrap options.
 # No comment on an import line: evaluate would read it as a URL to download.
+from .domain_metric import DomainMetric, check_bootstrap_options, domain_results, domain_table
 from .scoring import TextScoringMetric
+from .slices import domain_figures
 from .sums import check_sums, exp_or_inf, perplexity_from_sums, total_nll, word_perplexity_from_sums
+from .uncertainty import bootstrap_intervals
 
 __all__ = ["Perplexity"]
+
+#: The figures of this metric, per domain too.
+FIGURES = ("perplexity", "word_perplexity")
 
 _CITATION = """\
 @article{jelinek1977perplexity,
@@ -64,6 +71,12 @@ From a model (a list of texts as predictions):
     windows (str): "strided" (default) or "lm_eval": lm-evaluation-harness's disjoint rolling
         windows of max_length targets (one token of context; BOS, else EOS, as the start token).
 
+Either way in:
+    domains (list of str, optional): each entry's domain, a tag path such as "code/python" whose "/"
+        separates levels (with add / add_batch too: every entry or none).
+    bootstrap_samples (int, compute only): document-bootstrap resamples for the intervals; 0 (the
+        default) gives none. confidence (float, default 0.95) and seed (int, default 0) set them.
+
 Returns:
     perplexity (float): exp(sum nll / sum num_tokens).
     nll (float): total negative log-likelihood in nats.
@@ -71,6 +84,13 @@ Returns:
     perplexities (list of float): exp(nll / num_tokens) of each entry.
     word_perplexity (float): lm-eval's exp(sum nll / sum num_words), when every entry has num_words.
     num_words (int): total words, with word_perplexity.
+    perplexity/<domain> (float), with domains: the domain's exp(sum nll / sum num_tokens), for every
+        domain and tag level ("code" and "code/python"); perplexity/<parent>/macro, the mean over its
+        sub-domains; perplexity/micro (all entries) and perplexity/macro (the mean over the top-level
+        domains); means are of nats per token, then exp. The same keys for word_perplexity.
+    <key>_ci_low, <key>_ci_high (float), with bootstrap_samples > 0: the interval of each key above,
+        and perplexity_ci_low / perplexity_ci_high for the whole set (stratified document bootstrap,
+        percentile method).
 
 Examples:
     >>> import evaluate
@@ -79,13 +99,17 @@ Examples:
     >>> round(results["perplexity"], 4), results["num_tokens"]
     (4.4817, 4)
 
+    >>> results = perplexity.compute(nll=[2.0, 4.0], num_tokens=[1, 3], domains=["wiki", "code"])
+    >>> round(results["perplexity/wiki"], 4), round(results["perplexity/macro"], 4)
+    (7.3891, 5.2945)
+
     >>> results = perplexity.compute(predictions=["def f(x):", "return x"], model_id="gpt2")  # doctest: +SKIP
     >>> sorted(results)  # doctest: +SKIP
     ['nll', 'num_tokens', 'num_words', 'perplexities', 'perplexity', 'word_perplexity']
 """
 
 
-class Perplexity(TextScoringMetric, evaluate.Metric):
+class Perplexity(DomainMetric, TextScoringMetric, evaluate.Metric):
     """Corpus perplexity, ``exp(total NLL / total tokens)``; inputs and outputs in ``_KWARGS_DESCRIPTION``.
 
     Example:
@@ -106,12 +130,13 @@ class Perplexity(TextScoringMetric, evaluate.Metric):
                     "nll": datasets.Value("float64"),
                     "num_tokens": datasets.Value("int64"),
                     "num_words": datasets.Value("int64"),  # 0 where not counted
+                    "domains": datasets.Value("string"),  # "" where not given
                 }
             ),
             reference_urls=["https://huggingface.co/docs/transformers/perplexity"],
         )
 
-    def _compute(self, nll, num_tokens, num_words) -> dict:
+    def _compute(self, nll, num_tokens, num_words, domains, **options) -> dict:
         nll, num_tokens = check_sums(nll, num_tokens, "num_tokens")
         words = {}
         if all(count > 0 for count in num_words):  # every entry counted its words
@@ -122,4 +147,14 @@ class Perplexity(TextScoringMetric, evaluate.Metric):
             "nll": total_nll(nll),
             "num_tokens": sum(num_tokens),
             "perplexities": [exp_or_inf(value / count) for value, count in zip(nll, num_tokens)],
+            **self._sliced(nll, num_tokens, num_words, domains, **options),
         }
+
+    def _sliced(self, nll, num_tokens, num_words, domains, **options) -> dict:
+        """The per-domain figures and the intervals asked for (none: ``{}``)."""
+        samples, confidence, seed = check_bootstrap_options(**options)
+        table = domain_table(nll, domains, samples, tokens=num_tokens, words=num_words)
+        if table is None:
+            return {}
+        intervals = bootstrap_intervals(table, samples, confidence, seed) if samples else {}
+        return domain_results(domain_figures(table), intervals, FIGURES, sliced=any(domains))

@@ -26,6 +26,15 @@ for window, the strided layout above with ``stride = max_length`` over ``[BOS, e
 the text encoded without special tokens): disjoint blocks of ``max_length`` targets, each read from
 the ``max_length`` tokens before its last target, so the last short window too has a full context.
 
+Per-token NLL (``return_token_nll=True``, off by default). Each text gets a :class:`TokenScore`: the four
+sums of :class:`TextScore` plus ``token_nll``, the NLL of every target (float64 numpy, ``num_tokens`` long:
+``token_nll[i]`` is the target at index ``t = i + 1`` of the encoded text, BOS at index 0 when
+``add_start_token``), and ``token_context``, the tokens of context its window gave it (``t - begin``). Its
+``nll`` is then ``math.fsum(token_nll)``, the correctly rounded sum of those very values, so the per-token
+figures add up to it exactly; off, ``nll`` is the sum of float32 window sums as ever (the two agree to float32
+rounding, ~1e-6 relative). BOS is never a target and no EOS is ever added: a text's last target is its own
+last token (an EOS only when the text itself ends with one).
+
 Example:
     >>> plan_windows(10, max_length=4, stride=2)
     [(0, 0, 4), (2, 4, 6), (4, 6, 8), (5, 8, 9)]
@@ -35,9 +44,10 @@ Why one module: the package, the recipes and both Spaces score texts with this v
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from tqdm.auto import tqdm
@@ -55,6 +65,27 @@ class TextScore(NamedTuple):
     num_tokens: int
     num_bytes: int
     num_words: int = 0  # 0: not counted
+
+
+class TokenScore(NamedTuple):
+    """A :class:`TextScore`'s sums plus every target's NLL and context (``score_texts(..., return_token_nll=True)``).
+
+    ``token_nll`` (float64 numpy, ``num_tokens`` long): ``token_nll[i]`` is the NLL (nats) of the target at index
+    ``i + 1`` of the encoded text (BOS at 0 when a start token was added); ``token_context`` (int64 numpy): the
+    tokens of context the window gave that target. ``nll == math.fsum(token_nll)`` exactly.
+    """
+
+    nll: float
+    num_tokens: int
+    num_bytes: int
+    num_words: int
+    token_nll: Any  # numpy float64 (num_tokens,)
+    token_context: Any  # numpy int64 (num_tokens,)
+
+    @property
+    def text_score(self) -> TextScore:
+        """The four sums alone, as :class:`TextScore`."""
+        return TextScore(self.nll, self.num_tokens, self.num_bytes, self.num_words)
 
 
 def plan_windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -212,6 +243,35 @@ def _window_batch(ids, windows, pad_id: int, device) -> tuple[torch.Tensor, torc
     return inputs.to(device), mask.to(device), targets.to(device)
 
 
+def _keep_token_nll(token_nll: list, context: list, windows, nll_rows: torch.Tensor) -> None:
+    """Copy each window's scored NLLs (B, T) into its text's per-target arrays, with the context each target had.
+
+    Logit position ``p`` (column ``p - begin``) predicts target index ``p + 1``, i.e. ``token_nll[p]``, read from
+    the ``p + 1 - begin`` input tokens ``[begin, p]``.
+    """
+    for row, (text, begin, first, end) in enumerate(windows):
+        token_nll[text][first:end] = nll_rows[row, first - begin : end - begin]
+        context[text][first:end] = torch.arange(first + 1 - begin, end + 1 - begin)
+
+
+def _token_scores(token_nll: list, context: list, ids: list, texts: Sequence[str]) -> list[TokenScore]:
+    """One :class:`TokenScore` per text, its ``nll`` the correctly rounded sum of its per-target values."""
+    scores = []
+    for values, ctx, row, text in zip(token_nll, context, ids, texts):
+        array = values.numpy()
+        scores.append(
+            TokenScore(
+                math.fsum(array.tolist()),
+                len(row) - 1,
+                len(text.encode("utf-8")),
+                count_words(text),
+                array,
+                ctx.numpy(),
+            )
+        )
+    return scores
+
+
 @torch.inference_mode()
 def score_texts(
     model,
@@ -224,7 +284,8 @@ def score_texts(
     device: str | torch.device | None = None,
     progress: bool = True,
     windows: str = "strided",
-) -> list[TextScore]:
+    return_token_nll: bool = False,
+) -> list[TextScore] | list[TokenScore]:
     """Summed NLL (nats), scored tokens, UTF-8 bytes and lm-eval words for each text, under a causal LM.
 
     Args:
@@ -241,9 +302,11 @@ def score_texts(
         windows: ``"strided"`` (the layout above) or ``"lm_eval"``: lm-evaluation-harness's disjoint
             rolling windows (stride ``max_length``, a BOS start token, else EOS; ``stride`` must be
             None or ``max_length`` and ``add_start_token`` True).
+        return_token_nll: return :class:`TokenScore` s instead: the same sums plus every target's NLL and the
+            context it had (see the module docstring); ``nll`` is then the exact sum of the per-target values.
 
     Returns:
-        One :class:`TextScore` per text, in order.
+        One :class:`TextScore` (or :class:`TokenScore`) per text, in order.
     """
     if windows not in WINDOWS:
         raise ValueError(f"windows must be one of {WINDOWS}, got {windows!r}")
@@ -256,6 +319,7 @@ def score_texts(
         raise ValueError(f"windows='lm_eval' uses disjoint windows (stride = max_length); got stride={stride!r}")
     batch_size = _check_int(batch_size, "batch_size", 1, "windows per forward pass")
     add_start_token, progress = _check_flag(add_start_token, "add_start_token"), _check_flag(progress, "progress")
+    return_token_nll = _check_flag(return_token_nll, "return_token_nll")
     if max_length is not None:  # checked before anything is loaded
         max_length, stride = check_window_lengths(max_length, max_length if stride is None else stride)
     model, tokenizer = load_model_and_tokenizer(model, tokenizer, device)
@@ -269,6 +333,8 @@ def score_texts(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     device, vocab = next(model.parameters()).device, model_vocab_size(model)
     nll = torch.zeros(len(ids), dtype=torch.float64)  # (num_texts,)
+    token_nll = [torch.zeros(len(row) - 1, dtype=torch.float64) for row in ids] if return_token_nll else []
+    context = [torch.zeros(len(row) - 1, dtype=torch.int64) for row in ids] if return_token_nll else []
     was_training = model.training
     model.eval()
     try:
@@ -281,9 +347,13 @@ def score_texts(
                 nll_rows = window_nll(logits, targets)  # (B, T), 0 where ignored
                 rows = torch.tensor([w[0] for w in batch])
                 nll.index_add_(0, rows, nll_rows.sum(dim=1).double().cpu())
+                if return_token_nll:
+                    _keep_token_nll(token_nll, context, batch, nll_rows.double().cpu())
                 bar.update(len(batch))
     finally:
         model.train(was_training)
+    if return_token_nll:
+        return _token_scores(token_nll, context, ids, texts)
     return [
         TextScore(float(value), len(row) - 1, len(text.encode("utf-8")), count_words(text))
         for value, row, text in zip(nll.tolist(), ids, texts)
