@@ -27,7 +27,7 @@ sums; no Python loop over documents (1,000 resamples of 100k documents: about 0.
 Standard library, numpy and the siblings :mod:`.sums` / :mod:`.slices` only (ships in a Space folder).
 
 Example:
-    >>> from hf_lmobj.metrics.slices import DocumentSums
+    >>> # DocumentSums: this module's own import (.slices), so the Space copies run the example too
     >>> table = DocumentSums(nll=[1.0, 2.0, 3.0, 4.0], tokens=[2] * 4, bytes=[4] * 4, words=[0] * 4,
     ...                      doc_id=[0, 1, 2, 3], domain=["x"] * 4)
     >>> low, high = bootstrap_intervals(table, samples=200, seed=0)["bits_per_byte/micro"]
@@ -186,7 +186,7 @@ def bootstrap_intervals(
     a seed, whatever the order of the table's rows.
 
     Example:
-        >>> from hf_lmobj.metrics.slices import DocumentSums
+        >>> # DocumentSums: this module's own import (.slices), so the Space copies run the example too
         >>> table = DocumentSums(nll=[2.0], tokens=[1], bytes=[1], words=[0], doc_id=[0], domain=["x"])
         >>> bootstrap_intervals(table, samples=10)["perplexity/x"] == (math.exp(2.0), math.exp(2.0))
         True
@@ -330,7 +330,7 @@ def paired_comparison(
     and ``power``).
 
     Example:
-        >>> from hf_lmobj.metrics.slices import DocumentSums
+        >>> # DocumentSums: this module's own import (.slices), so the Space copies run the example too
         >>> a = DocumentSums(nll=[1.0, 2.0], tokens=[1, 1], bytes=[2, 2], words=[0, 0], doc_id=[0, 1],
         ...                  domain=["x", "x"])
         >>> out = paired_comparison(a, a, samples=50)
