@@ -232,10 +232,7 @@ def _choose_validation(
         picked = [(text, validation_domain({}, spec)) for text in texts if _counted(text, skipped)]
         selection, fraction = "the token store's held_out.jsonl", args.validation_fraction
     if not picked:
-        raise ValueError(
-            f"source {spec.name!r} gave no validation text ({selection}; skipped: {skipped}); give it more documents "
-            "or raise validation_fraction"
-        )
+        raise ValueError(_no_validation_text(spec, selection, skipped, args.validation_fraction, fraction))
     texts, domains = [text for text, _ in picked], [domain for _, domain in picked]
     held_out = HeldOut(fraction, frozenset(content_hash(text) for text in texts))
     record = {"source": spec.name, "location": spec.location, "documents": len(texts),
@@ -256,6 +253,21 @@ def _first_texts(
             if len(picked) == limit:
                 break
     return picked
+
+
+def _no_validation_text(spec: SourceSpec, selection: str, skipped: dict[str, int], asked: float, rule: float) -> str:
+    """Why a source gave no validation text, with the fix (a small corpus at a small held-out share holds none out).
+
+    Example:
+        >>> _no_validation_text(SourceSpec("local files", "notes"), "held out by content hash (2.0% ...)",
+        ...                     {"empty": 0}, 0.02, 0.02)  # doctest: +ELLIPSIS
+        "source 'notes' gave no validation text (held out by content hash (2.0% ...); skipped: {'empty': 0}): a ..."
+    """
+    why = f"source {spec.name!r} gave no validation text ({selection}; skipped: {skipped})"
+    if rule > 0:
+        return (f"{why}: a corpus of N documents holds about N x {asked:g} out by content hash, and none of this one's "
+                "did; raise validation_fraction (e.g. 0.1 for a few hundred documents) or give a validation split")  # fmt: skip
+    return f"{why}; give it non-empty validation documents"
 
 
 def _counted(text: str, skipped: dict[str, int]) -> bool:
