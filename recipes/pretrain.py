@@ -30,7 +30,6 @@ if __name__ == "__main__" and not __package__:
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import datasets
 from transformers import set_seed
@@ -40,8 +39,10 @@ from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
 from hf_lmobj.data.prepare_run import prepare_run_data
 from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.data.run_tokenizer import run_tokenizer
+from hf_lmobj.evaluation.baseline_figures import baseline_bits_per_byte, baseline_key
+from hf_lmobj.evaluation.run_figures import data_figures, record_realized_tokens, train_statistics
 from hf_lmobj.files import read_json
-from hf_lmobj.metrics.token_statistics import target_token_accuracy, unigram_entropy
+from hf_lmobj.metrics.token_statistics import target_token_accuracy
 from hf_lmobj.models.pretraining import build_pretraining_model, token_predictor
 from hf_lmobj.objectives import get_objective
 from hf_lmobj.optim.arguments import optimizer_cls_and_kwargs
@@ -53,14 +54,7 @@ from hf_lmobj.trainer.resume import ResumePlan, begin_new_run, complete_run_line
 from hf_lmobj.trainer.teardown import close_distributed
 
 from .report.infilling import check_comparable_baseline, infilling_cases, validation_infilling
-from .report.pretrain_report import (
-    baseline_bits_per_byte,
-    baseline_key,
-    contamination_figures,
-    sample_continuation,
-    score_validation_texts,
-    write_and_report,
-)
+from .report.pretrain_report import contamination_figures, sample_continuation, score_validation_texts, write_and_report
 from .runtime.after_training import nothing_lost, save_trained_model
 from .runtime.phase_timer import PhaseTimer
 from .runtime.pretrain_checks import check_built_model, check_pretrain_arguments
@@ -178,11 +172,11 @@ def evaluate(run: Run, metrics: dict[str, float]) -> None:
                 token_predictor(trainer.model), data.eval_dataset, fresh
             )
     data.train_documents = data.sample_documents()  # the report's training sample, read now
-    metrics.update(_train_statistics(run.train_metrics, trainer, data))
+    metrics.update(train_statistics(run.train_metrics, data.train_documents, trainer.state.num_input_tokens_seen))
     counts = trainer.pipeline_token_counts()  # collective: every rank
-    _realized_tokens(run, counts)  # takes the streams' counts of documents passed over
+    record_realized_tokens(run.provenance, counts)  # takes the streams' counts of documents passed over
     metrics.update(counts)
-    metrics.update(_data_figures(run))
+    metrics.update(data_figures(run.provenance))
     if not spec.scores_text:
         return
     predictor = token_predictor(trainer.model)  # MTP: the causal LM itself
@@ -209,48 +203,6 @@ def report(run: Run, metrics: dict[str, float]) -> None:
         metrics.update({baseline_key(name): rate for name, rate in baselines.items()})
         metrics.update(contamination_figures(run, a.report, run.timer))
     write_and_report(run, metrics, baselines)
-
-
-def _train_statistics(train_metrics: dict, trainer, data) -> dict[str, float]:
-    """Training throughput (tokens per second of the training phase) and the unigram entropy of the report's
-    training sample."""
-    stats = {
-        "train_runtime": train_metrics["train_runtime"],
-        "train_unigram_entropy": unigram_entropy(data.train_documents),
-    }
-    if trainer.state.num_input_tokens_seen:
-        stats["train_tokens_seen"] = trainer.state.num_input_tokens_seen
-        stats["train_tokens_per_second"] = trainer.state.num_input_tokens_seen / train_metrics["train_runtime"]
-    return stats
-
-
-def _realized_tokens(run: Run, counts: dict[str, int]) -> None:
-    """The card's training sources with the tokens each gave, and the documents the streams passed over."""
-    for source in run.provenance["training"]:
-        source["tokens"] = counts.get(f"train_tokens_{source['name']}")
-    skipped = run.provenance["skipped_documents"]["training"]
-    for reason in skipped:
-        skipped[reason] += counts.pop(f"train_{reason}_documents", 0)
-    run.provenance["held_out_training_documents"] += counts.pop("train_held_out_documents", 0)
-    dropped = counts.pop("train_contaminated_documents", 0)
-    if "contaminated_training_documents" in run.provenance:
-        run.provenance["contaminated_training_documents"] += dropped
-
-
-def _data_figures(run: Run) -> dict[str, Any]:
-    """What metrics.json says of the data: the validation text's identity and the documents skipped."""
-    provenance = run.provenance
-    figures: dict[str, Any] = {
-        "validation_documents": provenance["validation"]["documents"],
-        "validation_fingerprint": provenance["validation"]["fingerprint"],
-    }
-    for side, skipped in provenance["skipped_documents"].items():
-        prefix = "train" if side == "training" else side
-        figures.update({f"{prefix}_skipped_{reason}_documents": count for reason, count in skipped.items()})
-    figures["train_held_out_documents"] = provenance["held_out_training_documents"]
-    if "contaminated_training_documents" in provenance:
-        figures["train_contaminated_documents"] = provenance["contaminated_training_documents"]
-    return figures
 
 
 if __name__ == "__main__":

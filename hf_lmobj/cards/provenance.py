@@ -4,8 +4,8 @@ A pre-training run records its data's provenance (``run.provenance``, a JSON-abl
 sources (name, location, kind, mixture weight, realized tokens), the validation set (source, documents,
 bytes, how it was selected, the fingerprint of its texts), the tokenizer's origin and the documents skipped.
 :func:`check_provenance` reads that record into a :class:`Provenance`, refusing a missing key, an unknown
-key or a wrong value by its key; :meth:`Provenance.named` is the one-dataset record of a caller that has
-only a dataset's name (fine-tuning, scoring). Each source is named in the metadata by its id
+key or a wrong value by its key (:mod:`.provenance_text` puts it into the card's words); :meth:`Provenance.named`
+is the one-dataset record of a caller that has only a dataset's name (fine-tuning, scoring). Each source is named in the metadata by its id
 (:func:`~hf_lmobj.cards.dataset_ids.dataset_id`: a Hub id as it is, a local path by its own name, the
 embedded corpus as ``hf-lmobj/<name>``).
 
@@ -33,6 +33,13 @@ from dataclasses import InitVar, asdict, dataclass, replace
 from typing import Any
 
 from hf_lmobj.cards.dataset_ids import NO_LOCATION_KINDS, SOURCE_KINDS, dataset_id, infer_kind
+from hf_lmobj.cards.provenance_text import (
+    data_summary,
+    skipped_documents_line,
+    tokenizer_sentence,
+    training_data_markdown,
+    validation_sentence,
+)
 from hf_lmobj.checks import (
     check_count,
     check_flag,
@@ -47,7 +54,6 @@ from hf_lmobj.data.held_out import SKIP_REASONS
 #: Where the tokenizer came from (``run.provenance["tokenizer"]["origin"]``).
 TOKENIZER_ORIGINS = ("trained", "given", "token store")
 _SIDES = ("training", "validation")
-_REASON_WORDS = {"empty": "empty", "whitespace": "whitespace-only", "one_token": "one-token"}
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 _KEYS = {  # record part -> (required keys, optional keys)
     "provenance": (
@@ -152,10 +158,7 @@ class ValidationSet:
 
     def sentence(self, markdown: bool = False) -> str:
         """``37 documents (12,345 bytes) of jsonl (/data/jsonl), held out by ...; text fingerprint ...``."""
-        quote = "`" if markdown else ""
-        where = "" if self.location in (None, self.source) else f" ({quote}{self.location}{quote})"
-        return (f"{self.documents:,} documents ({self.bytes:,} bytes) of {quote}{self.source}{quote}{where}, "
-                f"{self.selection}; text fingerprint {quote}{self.fingerprint}{quote}")  # fmt: skip
+        return validation_sentence(self, markdown)
 
 
 @dataclass(frozen=True)
@@ -192,16 +195,7 @@ class TokenizerOrigin:
 
     def sentence(self, markdown: bool = False) -> str:
         """``trained on a sample of the training side (...); vocabulary 4,096; fingerprint ...``."""
-        quote = "`" if markdown else ""
-        if self.origin == "trained":
-            counts = ((self.sample_documents, "documents"), (self.sample_bytes, "bytes"))
-            sample = ", ".join(f"{count:,} {unit}" for count, unit in counts if count is not None)
-            of = " of " + ", ".join(f"{quote}{n}{quote}" for n in self.trained_on) if self.trained_on else ""
-            what = f"trained by this run on a sample of its training side{f' ({sample}{of})' if sample or of else ''}"
-        else:
-            named = f" {quote}{self.name}{quote}" if self.name else ""
-            what = f"given{named}" if self.origin == "given" else f"the token store's{named}"
-        return f"{what}; vocabulary {self.vocab_size:,}; fingerprint {quote}{self.fingerprint}{quote}"
+        return tokenizer_sentence(self, markdown)
 
 
 def _skipped(value: Any, where: str) -> dict[str, dict[str, int]]:
@@ -302,53 +296,19 @@ class Provenance:
 
     def summary(self) -> str:
         """The card's first line names the data: ```jsonl``` or ``a mixture of `a` (0.3) and `b` (0.7)``."""
-        if len(self.training) == 1:
-            return f"`{self.training[0].dataset_id}`"
-        parts = [f"`{s.dataset_id}` ({s.weight:.3g})" for s in self.training]
-        return f"a mixture of {', '.join(parts[:-1])} and {parts[-1]}"
+        return data_summary(self)
 
     def skipped_line(self) -> str | None:
         """``training 1 empty, 1 whitespace-only; validation none``; None when nothing was skipped or counted."""
-        if not self.skipped_documents or not any(any(c.values()) for c in self.skipped_documents.values()):
-            return None
-        return "; ".join(f"{side} " + (", ".join(f"{n:,} {_REASON_WORDS.get(r, r)}" for r, n in counts.items() if n)
-                                       or "none") for side, counts in self.skipped_documents.items())  # fmt: skip
+        return skipped_documents_line(self.skipped_documents)
 
     def markdown(self) -> str:
-        """The card's "Training data" section body: the sources' table, the validation set, tokenizer, skipped."""
-        lines = ["| source | location | kind | weight | tokens trained |", "| --- | --- | --- | --- | --- |"]
-        for s in self.training:
-            tokens = f"{s.tokens:,}" if s.tokens is not None else "not recorded"
-            where = f"`{_cell(s.location)}`" if s.location is not None else "(in memory)"
-            lines.append(f"| `{_cell(s.dataset_id)}` | {where} | {s.kind} | {s.weight:.4g} | {tokens} |")
-        bullets = []
-        if self.validation is not None:
-            bullets.append(f"- **Validation text:** {_cell(self.validation.sentence(markdown=True))} (a figure is "
-                           "compared only with a figure on the same fingerprint)")  # fmt: skip
-        if self.tokenizer is not None:
-            bullets.append(f"- **Tokenizer:** {_cell(self.tokenizer.sentence(markdown=True))}")
-        if self.skipped_documents is not None:
-            skipped = self.skipped_line() or "none"
-            bullets.append(
-                f"- **Skipped documents** (nothing to learn from; counted, never trained or scored): {skipped}"
-            )
-        if self.held_out_training_documents is not None:
-            held = self.held_out_training_documents
-            bullets.append(f"- **Held out of training:** {held:,} documents of the training sources (held-out "
-                           "text, wherever it occurs: never trained)")  # fmt: skip
-        if self.contaminated_training_documents is not None:
-            dropped = self.contaminated_training_documents
-            bullets.append(f"- **Dropped as contaminated:** {dropped:,} training documents holding a 13-token n-gram "
-                           "of the validation text (drop_contaminated)")  # fmt: skip
-        return "\n".join(lines + ([""] + bullets if bullets else []))
+        """The card's "Training data" section body (:func:`~.provenance_text.training_data_markdown`)."""
+        return training_data_markdown(self)
 
     def as_dict(self) -> dict[str, Any]:
         """The record as plain data (the templates' ``provenance``)."""
         return asdict(self)
-
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def check_provenance(record: Any) -> Provenance:

@@ -3,10 +3,10 @@
 :meth:`ContaminationIndex.build` indexes the n-grams of the evaluation documents (with their domains);
 :meth:`ContaminationIndex.scan` reads training sources (a token store, a text stream, an in-memory
 ``Dataset`` of text, a tokenized :class:`~hf_lmobj.data.DatasetSource`, a list of texts, or several of them:
-a mixture) and returns a :class:`~hf_lmobj.data.contamination_report.ContaminationReport`: per evaluation
-document the share of its n-grams seen in training, the contaminated documents, the rate overall and per
-domain. :meth:`ContaminationIndex.contaminated` is the pipeline's filter: a training document with any
-evaluation n-gram.
+a mixture; each kind read by :mod:`hf_lmobj.data.contamination_sources`) and returns a
+:class:`~hf_lmobj.data.contamination_report.ContaminationReport`: per evaluation document the share of its
+n-grams seen in training, the contaminated documents, the rate overall and per domain.
+:meth:`ContaminationIndex.contaminated` is the pipeline's filter: a training document with any evaluation n-gram.
 
 **The unit.** ``unit="tokens"`` (default): n-grams of the run's token ids, the evaluation texts encoded as the
 pipeline encodes training text (:func:`hf_lmobj.plain_text.encode_plain`: no BOS / EOS, special-token strings
@@ -52,21 +52,19 @@ Why: a very low loss means something only against evaluation text the model did 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_length, check_name, check_number, check_unique_names, id_sequence
-from hf_lmobj.data import DatasetSource, TextStream, TokenStore
-from hf_lmobj.data.contamination_index import CHUNK_TOKENS, NgramTable, store_chunks
+from hf_lmobj.data import TextStream, TokenStore
+from hf_lmobj.data.contamination_index import CHUNK_TOKENS, NgramTable
 from hf_lmobj.data.contamination_report import ContaminationReport, SourceScan
-from hf_lmobj.data.held_out import content_hash
+from hf_lmobj.data.contamination_sources import _SOURCE_KINDS, SourceReader
 from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.plain_text import check_texts, encode_plain
 
@@ -74,10 +72,6 @@ UNITS = ("tokens", "words")
 DEFAULT_N = 13
 DEFAULT_THRESHOLD = 0.5
 _WORD = re.compile(r"\w+")
-_SOURCE_KINDS = (
-    "a TokenStore, a TextStream, a DatasetSource (token ids), a datasets.Dataset / IterableDataset of text "
-    "or a list of texts"
-)
 
 
 def normalized_words(text: str) -> list[str]:
@@ -217,40 +211,19 @@ class ContaminationIndex:
         return ContaminationReport(self.n, self.unit, self.threshold, fractions, self.domains, scans)
 
     def _reader(self, source: Any, name: str, column: str, batch_size: int, chunk: int) -> tuple[str, Iterator]:
-        """``(kind, batches)`` of one source (batches as :meth:`_run` reads them); its tokenizer checked first."""
+        """``(kind, batches)`` of one source (:class:`~hf_lmobj.data.contamination_sources.SourceReader`; batches as
+        :meth:`_run` reads them); its tokenizer checked first."""
         where = f"source {name!r}"
         if isinstance(source, TokenStore):
             self._check_store_tokenizer(source, where)
-            if self.unit == "tokens":
-                return "token_store", store_chunks(source, self.n, chunk)
-            return "token_store", self._id_batches(source, batch_size)
-        if isinstance(source, TextStream):
+        elif isinstance(source, TextStream):
             if self.unit == "tokens" and tokenizer_fingerprint(source.tokenizer) != self._require_tokenizer(where):
                 raise ValueError(
                     f"{where}: the stream encodes with another tokenizer than the index's; build the index with the "
                     "stream's tokenizer"
                 )
-            return "stream", self._stream_batches(source, batch_size)
-        if isinstance(source, DatasetSource) or (hasattr(source, "lengths") and hasattr(source, "document")):
-            return "token_ids", self._id_batches(source, batch_size)
-        if isinstance(source, (datasets.Dataset, datasets.IterableDataset)):
-            names = source.column_names
-            if names is not None and column not in names:
-                raise ValueError(
-                    f"{where}: the dataset has no column {column!r} (has {names}); set text_column=, or wrap a column "
-                    "of token ids in DatasetSource"
-                )
-            return "text", self._text_batches(_dataset_texts(source, column, batch_size, where))
-        if isinstance(source, (list, tuple)):
-            bad = next((item for item in source if not isinstance(item, str)), None)
-            if bad is not None:
-                raise TypeError(
-                    f"{where} is a {type(source).__name__} holding a {type(bad).__name__}: a list source holds texts; "
-                    "pass several sources as separate arguments (scan(store, stream))"
-                )
-            texts = list(source)
-            return "text", self._text_batches(texts[i : i + batch_size] for i in range(0, len(texts), batch_size))
-        raise TypeError(f"{where} is a {type(source).__name__}; a training source is {_SOURCE_KINDS}")
+        reader = SourceReader(self.n, self.unit, self._units_of_texts, self._units_of_ids)
+        return reader.batches(source, where, column, batch_size, chunk)
 
     def _run(self, kind: str, name: str, batches: Iterator, seen: np.ndarray) -> SourceScan:
         """Mark in ``seen`` the evaluation n-grams found in ``batches``; each batch is ``(ids, starts, windows,
@@ -267,43 +240,6 @@ class ContaminationIndex:
             last_hit = int(hit_docs[-1]) if hit_docs.size else last_hit
             documents, units = documents + count, units + size
         return SourceScan(name, kind, documents, units, hit)
-
-    def _documents_batch(self, docs: list[np.ndarray], first: int) -> tuple:
-        lengths = np.fromiter((doc.size for doc in docs), np.int64, len(docs))
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if docs else np.zeros(0, np.int64)
-        ids = np.concatenate(docs) if docs else np.zeros(0, np.int64)
-        return ids, starts, max(ids.size - self.n + 1, 0), first, len(docs), int(ids.size)
-
-    def _batches_of(self, documents: Iterator[list[np.ndarray]]) -> Iterator[tuple]:
-        first = 0
-        for docs in documents:
-            yield self._documents_batch(docs, first)
-            first += len(docs)
-
-    def _text_batches(self, text_batches: Any) -> Iterator[tuple]:
-        return self._batches_of(self._units_of_texts(texts) for texts in text_batches)
-
-    def _id_batches(self, source: Any, batch_size: int) -> Iterator[tuple]:
-        count = len(source.lengths)
-        batches = (
-            [source.document(i) for i in range(s, min(s + batch_size, count))] for s in range(0, count, batch_size)
-        )
-        return self._batches_of(self._units_of_ids(docs) for docs in batches)
-
-    def _stream_batches(self, stream: TextStream, batch_size: int) -> Iterator[tuple]:
-        if self.unit == "tokens":
-            documents = stream.iter_documents(stream.dataset)
-            return self._batches_of(iter(lambda: list(itertools.islice(documents, batch_size)), []))
-        rows, read = iter(stream.dataset), 0
-
-        def texts() -> Iterator[list[str]]:
-            nonlocal read
-            while batch := stream.read_texts(rows, batch_size, stream.dataset, read):
-                read += len(batch)
-                rule = stream.held_out
-                yield [t for t in batch if rule is None or not rule.holds_out(content_hash(t))]
-
-        return self._text_batches(texts())
 
     def _units_of_texts(self, texts: list[str]) -> list[np.ndarray]:
         if self.unit == "tokens":
@@ -364,20 +300,6 @@ class ContaminationIndex:
             store.check_tokenizer(self.tokenizer, where)
         elif self.unit == "words":
             self._require_tokenizer(f"{where}: a word index decodes a token store")
-
-
-def _dataset_texts(dataset: Any, column: str, batch_size: int, where: str) -> Iterator[list[str]]:
-    row = 0
-    for batch in dataset.select_columns([column]).iter(batch_size=batch_size):
-        if column not in batch:
-            raise ValueError(f"{where}: the dataset has no column {column!r} (has {list(batch)}); set text_column=")
-        for i, text in enumerate(batch[column]):
-            if not isinstance(text, str):
-                raise TypeError(
-                    f"{where}: row {row + i} of column {column!r} holds {type(text).__name__}, not text; fix or drop it"
-                )
-        row += len(batch[column])
-        yield batch[column]
 
 
 def _check_unit(unit: Any) -> str:

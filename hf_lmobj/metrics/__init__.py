@@ -3,10 +3,11 @@
 Each metric is a folder laid out exactly as a Space on the Hub: ``<name>.py`` (the metric script),
 ``README.md`` (the card; its front matter pins gradio :data:`GRADIO_SDK_VERSION`), ``app.py``
 (evaluate's Gradio widget), ``requirements.txt`` (evaluate, datasets, torch, transformers) and
-the core files :data:`CORE_NAMES`: ``sums.py`` (standard library alone: checks and figures; its metric mixin is
-handed ``score_texts`` by ``.scoring``), ``scoring.py`` (torch, transformers, tqdm: a model scores texts),
-``slices.py`` (per-domain figures), ``uncertainty.py`` (numpy: bootstrap intervals) and ``domain_metric.py``
-(``domains=`` and the bootstrap options of ``compute``). One source of truth: the cores import one another by
+the core files :data:`CORE_NAMES`: ``sums.py`` (standard library alone: checks and figures), ``sums_metric.py``
+(the metrics' inputs; its mixin is handed ``score_texts`` by ``.scoring``), ``scoring.py`` (torch, transformers,
+tqdm: a model scores texts), ``slices.py`` (per-domain figures), ``domain_tags.py`` (what a domain tag path may be),
+``uncertainty.py`` (numpy: bootstrap intervals) and ``domain_metric.py`` (``domains=`` and the bootstrap options of
+``compute``). One source of truth: the cores import one another by
 relative imports and nothing else of hf_lmobj; each script imports every one as a sibling (``from .sums import``
 ...: ``evaluate`` copies along only the files that the script itself imports), and each folder's core file is the package's with a generated header, written by :func:`export_space`
 (from the package source, always) and refreshed in this tree by :func:`sync_space_copies` (a test
@@ -42,7 +43,15 @@ _NOT_IN_SPACE = ("__init__.py", "__pycache__", "*.pyc")
 SPACE_FILES = ("README.md", "app.py", "requirements.txt")  # besides the metric script <name>.py
 #: The core files, named alike in a Space folder (each script imports every one: evaluate copies along only those).
 #: Not positions.py nor byte_alignment.py: no metric script uses them, so evaluate would never fetch them.
-CORE_NAMES = ("sums.py", "scoring.py", "slices.py", "uncertainty.py", "domain_metric.py")
+CORE_NAMES = (
+    "sums.py",
+    "sums_metric.py",
+    "scoring.py",
+    "slices.py",
+    "domain_tags.py",
+    "uncertainty.py",
+    "domain_metric.py",
+)
 CORE_SOURCES = tuple(METRICS_DIR / name for name in CORE_NAMES)  # the package's, whatever METRICS_DIR becomes
 
 GRADIO_SDK_VERSION = "3.19.1"
@@ -97,8 +106,8 @@ def export_space(name: str, destination: str | Path) -> Path:
     Example:
         >>> import tempfile
         >>> sorted(p.name for p in export_space("perplexity", tempfile.mkdtemp()).iterdir())  # doctest: +NORMALIZE_WHITESPACE
-        ['README.md', 'app.py', 'domain_metric.py', 'perplexity.py', 'requirements.txt', 'scoring.py', 'slices.py',
-         'sums.py', 'uncertainty.py']
+        ['README.md', 'app.py', 'domain_metric.py', 'domain_tags.py', 'perplexity.py', 'requirements.txt', 'scoring.py',
+         'slices.py', 'sums.py', 'sums_metric.py', 'uncertainty.py']
     """
     source = metric_path(name)
     missing = [f for f in (*SPACE_FILES, f"{name}.py") if not (source / f).is_file()]

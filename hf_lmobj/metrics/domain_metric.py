@@ -31,8 +31,10 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from .slices import DocumentSums, _check_tag_path
-from .sums import SumsMetric, _as_list, _is_bool, _scalar
+from .domain_tags import _check_tag_path
+from .slices import DocumentSums
+from .sums import _as_list, _is_bool, _scalar
+from .sums_metric import SumsMetric
 from .uncertainty import _check_probability, _check_seed, interval_keys
 
 #: The keywords of ``compute`` alone that set the intervals.

@@ -50,7 +50,8 @@ from typing import Any, NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from .sums import SumsMetric, _check_flag, _check_int, check_window_lengths, count_words, sums_from_compute_args
+from .sums import _check_flag, _check_int, check_window_lengths, count_words
+from .sums_metric import SumsMetric, sums_from_compute_args
 
 #: The window layouts of :func:`score_texts`: strided sliding windows, or lm-eval's disjoint rolling ones.
 WINDOWS = ("strided", "lm_eval")

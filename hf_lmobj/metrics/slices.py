@@ -29,11 +29,11 @@ table): a mean of log-losses keeps ``byte_perplexity =
 2 ** bits_per_byte`` true for macro figures as for micro ones, and one badly fitted domain does not
 outweigh all the others by its exponential. For ``bits_per_byte`` the two conventions coincide.
 
-Reserved names: no tag may be ``micro`` or ``macro``, or end with ``_ci_low`` / ``_ci_high`` (those
-name figures and interval bounds in the same flat keys), and a tag that has sub-domains holds no
-documents of its own (a macro over its children would leave those out).
+Reserved names (:mod:`.domain_tags`: what a tag path may be): no tag may be ``micro`` or ``macro``, or end with
+``_ci_low`` / ``_ci_high`` (those name figures and interval bounds in the same flat keys), and a tag that has
+sub-domains holds no documents of its own (a macro over its children would leave those out).
 
-Standard library and the sibling :mod:`.sums` only: this file can ship in a Space folder.
+Standard library and the siblings :mod:`.sums` and :mod:`.domain_tags` only: this file can ship in a Space folder.
 
 Example (bits per byte 2 on ``code/py``, 1 on ``code/c`` and on ``wiki``; ``code/py`` has half the bytes of ``code``):
     >>> table = DocumentSums(nll=[4 * LN2, 2 * LN2, 3 * LN2], tokens=[2, 2, 3], bytes=[2, 2, 3],
@@ -47,41 +47,16 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .domain_tags import _check_tag_path, _check_tree, _prefixes
 from .sums import INT64_MAX, _as_list, _check_counts, _check_nll_sums, _is_bool, exp_or_inf, nll_per_unit
 
 LN2 = math.log(2)
 #: The figures, in the order of the keys.
 _FIGURES = ("perplexity", "bits_per_byte", "byte_perplexity", "word_perplexity")
-#: Tag names that would collide with the flat keys' own words.
-RESERVED_TAGS = ("micro", "macro")
-#: Key suffixes of interval bounds, which no tag may end with.
-INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
-#: Extensions :func:`domain_of_path` strips from a file name (data formats and compressions).
-DATA_EXTENSIONS = (".jsonl", ".json", ".txt", ".csv", ".tsv", ".parquet", ".arrow", ".gz", ".bz2", ".xz", ".zst")
-
-
-def _check_tag_path(domain: Any, where: str) -> str:
-    """A domain tag path: a string of ``/``-separated non-empty, unpadded, unreserved tags."""
-    if not isinstance(domain, str):
-        raise TypeError(f"{where} must be a string (a tag path such as 'code/python'), got {domain!r}")
-    if not domain:
-        raise ValueError(f"{where} is an empty string; every document needs a domain (e.g. its file name)")
-    for tag in domain.split("/"):
-        if not tag or tag != tag.strip():
-            raise ValueError(
-                f"{where} is {domain!r}; its '/'-separated tags must be non-empty, without surrounding spaces"
-            )
-        if tag in RESERVED_TAGS or tag.endswith(INTERVAL_SUFFIXES):
-            raise ValueError(
-                f"{where} is {domain!r}; the tag {tag!r} is reserved (micro, macro and *_ci_low / *_ci_high name "
-                "figures and intervals in the keys): rename it"
-            )
-    return domain
 
 
 def _check_doc_ids(values: Any) -> tuple:
@@ -210,24 +185,6 @@ class DocumentSums:
             doc_id=doc_id,
             domain=domain,
         )
-
-
-def _prefixes(domain: str) -> list[str]:
-    """``code/python/email`` -> ``["code", "code/python", "code/python/email"]``."""
-    tags = domain.split("/")
-    return ["/".join(tags[: i + 1]) for i in range(len(tags))]
-
-
-def _check_tree(domains: Iterable[str]) -> None:
-    """Refuse a tag that holds documents and has sub-domains (the parent's macro would drop its documents)."""
-    leaves = set(domains)
-    for leaf in sorted(leaves):
-        for prefix in _prefixes(leaf)[:-1]:
-            if prefix in leaves:
-                raise ValueError(
-                    f"domain {prefix!r} holds documents and has the sub-domain {leaf!r}; tag its own documents "
-                    f"with a sub-domain too (e.g. '{prefix}/other') so its macro figure counts them"
-                )
 
 
 def _check_table(sums: Any, name: str = "sums") -> DocumentSums:
@@ -398,24 +355,3 @@ def merge(tables: Sequence[DocumentSums]) -> DocumentSums:
     rows.sort(key=lambda row: row[0].doc_id[row[1]])
     column = lambda name: [getattr(table, name)[i] for table, i in rows]
     return DocumentSums(**{name: column(name) for name in ("nll", "tokens", "bytes", "words", "doc_id", "domain")})
-
-
-def domain_of_path(path: str | os.PathLike) -> str:
-    """A file's domain: its name without its data / compression extensions (``wiki.jsonl.gz`` -> ``wiki``).
-
-    The extensions stripped are :data:`DATA_EXTENSIONS` (as many as end the name); any other dot stays
-    (``en.wiki.jsonl`` -> ``en.wiki``). The result must be a valid tag (not empty, not reserved).
-
-    Example:
-        >>> domain_of_path("paloma/wiki.jsonl.gz"), domain_of_path("c4_en.json")
-        ('wiki', 'c4_en')
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a file path (str or PathLike), got {path!r}")
-    name = os.path.basename(os.fspath(path))
-    stem = name
-    while stem.lower().endswith(DATA_EXTENSIONS):
-        stem = stem[: stem.rindex(".")]
-    if not stem:
-        raise ValueError(f"the file name of {os.fspath(path)!r} has no name before its extensions to use as a domain")
-    return _check_tag_path(stem, f"the domain of {os.fspath(path)!r}")

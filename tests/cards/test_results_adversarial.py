@@ -448,12 +448,13 @@ def _score_with(monkeypatch, scores):
 
     import numpy as np
 
+    from hf_lmobj.evaluation import validation
     from hf_lmobj.metrics.scoring import TokenScore
     from hf_lmobj.recipes.report import pretrain_report
 
     made = [TokenScore(nll, tokens, size, 0, np.full(tokens, nll / max(tokens, 1)), np.ones(tokens, dtype=np.int64))
             for nll, tokens, size in scores]  # fmt: skip
-    monkeypatch.setattr(pretrain_report, "score_texts", lambda *args, **kwargs: made)
+    monkeypatch.setattr(validation, "score_texts", lambda *args, **kwargs: made)
     data_args = SimpleNamespace(max_length=8)
     report_args = SimpleNamespace(score_max_length=None, score_stride=None, score_batch_size=2, bootstrap_samples=0)
     texts = ["t"] * len(scores)

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from hf_lmobj.metrics.domain_tags import domain_of_path
 from hf_lmobj.metrics.scoring import TextScore
-from hf_lmobj.metrics.slices import LN2, DocumentSums, domain_figures, domain_of_path, figures, merge
+from hf_lmobj.metrics.slices import LN2, DocumentSums, domain_figures, figures, merge
 from hf_lmobj.metrics.sums import (
     bits_per_byte_from_sums,
     byte_perplexity_from_sums,

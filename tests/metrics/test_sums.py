@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hf_lmobj.metrics.scoring import TextScore
-from hf_lmobj.metrics.sums import sums_from_compute_args
+from hf_lmobj.metrics.sums_metric import sums_from_compute_args
 
 
 def test_texts_go_to_the_given_scorer_with_the_model_keywords():

@@ -22,10 +22,10 @@ from hf_lmobj.metrics.sums import (
     check_window_lengths,
     nll_per_unit,
     perplexity_from_sums,
-    sums_from_compute_args,
     total_nll,
     word_perplexity_from_sums,
 )
+from hf_lmobj.metrics.sums_metric import sums_from_compute_args
 
 FIGURES = [perplexity_from_sums, bits_per_byte_from_sums, byte_perplexity_from_sums, word_perplexity_from_sums]
 LN2 = math.log(2)

@@ -392,7 +392,7 @@ def test_finetune_recipes_refuse_before_the_tokenizer(finetune_no_data, tmp_path
 )
 def test_score_recipe_refuses_bad_flags_before_loading(monkeypatch, tmp_path, flags, words):
     recipe = load_recipe("score")
-    monkeypatch.setattr(recipe, "load_texts", lambda *a: pytest.fail("should not be reached"))
+    monkeypatch.setattr(recipe, "score_documents", lambda *a: pytest.fail("should not be reached"))
     with pytest.raises(ValueError, match=words):
         recipe.main(["--model_name_or_path", "some/model", "--output_dir", str(tmp_path / "eval"), *flags])
     assert not (tmp_path / "eval").exists()

@@ -105,6 +105,7 @@ def test_every_collective_named_is_a_real_callable():
     import torch.distributed as dist
     from transformers import Trainer
 
+    import hf_lmobj.evaluation.shards
     import hf_lmobj.metrics.scoring
     import hf_lmobj.metrics.token_statistics
     import hf_lmobj.models.sharding
@@ -112,7 +113,8 @@ def test_every_collective_named_is_a_real_callable():
     import hf_lmobj.trainer.teardown
 
     homes = [Trainer, accelerate.Accelerator, dist, hf_lmobj.metrics.scoring, hf_lmobj.metrics.token_statistics,
-             hf_lmobj.trainer.objective_trainer.ObjectiveTrainer, hf_lmobj.models.sharding, hf_lmobj.trainer.teardown]  # fmt: skip
+             hf_lmobj.trainer.objective_trainer.ObjectiveTrainer, hf_lmobj.models.sharding, hf_lmobj.trainer.teardown,
+             hf_lmobj.evaluation.shards]  # fmt: skip
     recipe_functions = {f.name for module in (*SUPPORT, *RECIPES) for f in ast.walk(ast.parse(module.read_text()))
                         if isinstance(f, ast.FunctionDef)}  # fmt: skip
     missing = [n for n in COLLECTIVES if n not in recipe_functions and not any(hasattr(h, n) for h in homes)]

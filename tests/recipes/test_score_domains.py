@@ -348,7 +348,7 @@ def test_several_sources_repeated_or_comma_separated(tmp_path, model_dir, three_
     ],
 )
 def test_bad_flags_are_refused_before_anything_is_loaded(monkeypatch, tmp_path, flags, error, words):
-    monkeypatch.setattr(SCORE, "load_texts", lambda *a: pytest.fail("should not be reached"))
+    monkeypatch.setattr(SCORE, "score_documents", lambda *a: pytest.fail("should not be reached"))
     with pytest.raises(error, match=words):
         SCORE.main(["--model_name_or_path", "some/model", "--output_dir", str(tmp_path / "eval"), *flags])
     assert not (tmp_path / "eval").exists()

@@ -17,7 +17,7 @@ import pytest
 from transformers import TrainingArguments
 
 from hf_lmobj.config import parse_args_with_config
-from hf_lmobj.recipes.report.pretrain_report import baseline_bits_per_byte, baselines_not_run
+from hf_lmobj.evaluation.baseline_figures import baseline_bits_per_byte, baselines_not_run
 from hf_lmobj.recipes.report.report_arguments import ReportArguments, check_ngram_orders
 from hf_lmobj.recipes.runtime.phase_timer import PhaseTimer
 from tests.testing_utils import CONFIGS, QUICK_PRETRAIN, REPO, load_recipe

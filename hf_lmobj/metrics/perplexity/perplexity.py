@@ -15,12 +15,19 @@ import evaluate
 
 # Sibling files, each imported here because evaluate copies along only the files this script imports:
 # the Space needs no hf_lmobj. TextScoringMetric (from .scoring) scores texts with score_texts; DomainMetric
-# (from .domain_metric) takes domains= and the bootstrap options.
+# (from .domain_metric) takes domains= and the bootstrap options. domain_tags and sums_metric are imported for
+# the other cores alone (noqa: F401, on the name's line: evaluate reads only the `from` line).
 # No comment on an import line: evaluate would read it as a URL to download.
 from .domain_metric import DomainMetric, check_bootstrap_options, domain_results, domain_table
+from .domain_tags import (
+    RESERVED_TAGS,  # noqa: F401
+)
 from .scoring import TextScoringMetric
 from .slices import domain_figures
 from .sums import check_sums, exp_or_inf, perplexity_from_sums, total_nll, word_perplexity_from_sums
+from .sums_metric import (
+    SumsMetric,  # noqa: F401
+)
 from .uncertainty import bootstrap_intervals
 
 __all__ = ["Perplexity"]
