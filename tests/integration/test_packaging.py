@@ -2,8 +2,9 @@
 
 Each test builds a fresh virtual environment whose only site directory is a filtered view of this
 environment's (symlinks, no download): the wheel test installs the freshly built wheel into it and
-runs the recipes from an empty directory by config name; the core test leaves out the ``[recipes]``
-extra (peft, jinja2, matplotlib) and imports and uses the core. (tests/test_packaging.py reads the sources: the
+runs the recipes from an empty directory by config name, launched by accelerate and by the installed
+``hf-lmobj`` script; the core test leaves out the ``[recipes]`` extra (peft, jinja2, matplotlib) and
+imports and uses the core. (tests/test_packaging.py reads the sources: the
 core never imports the recipes nor, on import, their extras.)
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from hf_lmobj.cli import COMMANDS
+from tests.test_cli import SHORT_RUN
 from tests.testing_utils import QUICK, RECIPE_EXTRA, REPO, clean_env, see_site_view
 
 
@@ -41,9 +44,10 @@ def _venv(root: Path, leave_out: tuple[str, ...]) -> Path:
     return see_site_view(root, view)
 
 
-def _run(python: Path, args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+def _run(program: Path, args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``program`` (a venv's python, or a script it installed) on ``args`` in ``cwd``; it must exit 0."""
     done = subprocess.run(
-        [str(python), *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
+        [str(program), *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return done
@@ -170,3 +174,17 @@ def test_the_wheel_ships_recipes_configs_and_cards_and_runs_them_by_config_name(
         assert "hf_lmobj" in (out / "README.md").read_text()
     location = _run(python, ["-c", "import hf_lmobj; print(hf_lmobj.__file__)"], empty).stdout
     assert str(REPO) not in location, "the test ran the clone, not the wheel"
+    _the_installed_command_line_trains_by_config_name(python.parent / "hf-lmobj", tmp_path)
+
+
+def _the_installed_command_line_trains_by_config_name(script: Path, tmp_path: Path) -> None:
+    """The wheel's console script, from an empty directory: ``--help`` lists the commands, ``pretrain`` trains."""
+    empty = tmp_path / "cli_work"
+    empty.mkdir()
+    listing = _run(script, ["--help"], empty).stdout
+    assert all(f"\n    {command} " in listing for command in COMMANDS), listing
+    out = tmp_path / "cli_run"
+    _run(script, ["pretrain", "--config", "causal/demo", *SHORT_RUN, "--output_dir", str(out)], empty)
+    for produced in ("model.safetensors", "metrics.json", "README.md"):
+        assert (out / produced).is_file(), f"hf-lmobj pretrain: no {produced}"
+    assert "hf_lmobj" in (out / "README.md").read_text() and not any(empty.iterdir()), "it wrote outside --output_dir"
