@@ -9,10 +9,11 @@
 
 ``--dataset_name`` is a Hub id, a local folder of ``.jsonl`` / ``.json`` / ``.parquet`` / ``.txt`` /
 ``.arrow`` files or one such file (through ``datasets.load_dataset``); without it, the embedded
-standard-library corpus (every file: its split ``train``). Every document is decided by its content:
-``--validation_fraction`` of them (by a hash of their text, :mod:`hf_lmobj.data.held_out`; the same
-documents a stream or an in-memory copy of the same files holds out) are not stored but written to
-``<output_dir>/held_out.jsonl``, the run's validation text; empty, whitespace-only and one-token
+standard-library corpus, whose published validation split (``--validation_fraction`` of its files, by a hash of
+their path: the text ``pretrain.py`` validates on) is written to ``<output_dir>/held_out.jsonl`` and never stored.
+Any other source is decided by content: ``--validation_fraction`` of its documents (by a hash of their text,
+:mod:`hf_lmobj.data.held_out`; the same documents a stream or an in-memory copy of the same files holds out) are
+not stored but written to ``held_out.jsonl``, the run's validation text; empty, whitespace-only and one-token
 documents are skipped and counted. Without ``--tokenizer_name``, a byte-level BPE of ``--vocab_size``
 is trained on the training side of the very data being tokenized (held-out documents excluded; its
 first 64 MiB), cached by a fingerprint of that sample. ``--num_proc N`` tokenizes a map-style dataset
@@ -72,8 +73,8 @@ class TokenizeArguments:
     validation_fraction: float = field(
         default=DEFAULT_VALIDATION_FRACTION,
         metadata={
-            "help": "Share of documents held out by a hash of their content: written to <output_dir>/held_out.jsonl, "
-            "never stored; 0 holds nothing out."
+            "help": "Share of documents held out by a hash of their content (of the embedded corpus's files, by "
+            "their path): written to <output_dir>/held_out.jsonl, never stored; 0 holds nothing out."
         },
     )
     num_proc: int | None = field(default=None, metadata={"help": "Tokenizing processes (map-style datasets)."})
@@ -100,19 +101,21 @@ class TokenizeArguments:
             setattr(self, name, check_flag(getattr(self, name), name))
 
 
-def load_texts(args: TokenizeArguments) -> datasets.Dataset | datasets.IterableDataset:
-    """The split to tokenize, in its own order, cut to ``max_documents``.
+def load_texts(args: TokenizeArguments) -> tuple[datasets.Dataset | datasets.IterableDataset, list[str]]:
+    """The split to tokenize, in its own order, cut to ``max_documents``, and the texts it names as held out.
 
-    The embedded corpus is one split, ``train``: every file in path order (its validation documents are the
-    ones ``--validation_fraction`` holds out, as for any source).
+    The embedded corpus gives its ``train`` split and its published validation split (files chosen by a hash of
+    their path, as ``pretrain.py`` validates on; :func:`~hf_lmobj.corpus.load_stdlib_corpus`), written to
+    ``held_out.jsonl``; any other source names none: ``--validation_fraction`` holds its documents out by content.
     """
     if args.dataset_name is None:
         if args.split != "train":
             raise ValueError(
-                f"--split {args.split}: the embedded corpus has one split, 'train' (its validation documents are the "
-                "ones --validation_fraction holds out into held_out.jsonl); pass --split train"
+                f"--split {args.split}: the embedded corpus is tokenized from its 'train' split (its validation "
+                "split goes to held_out.jsonl); pass --split train"
             )
-        return load_stdlib_corpus(0.0, args.max_documents)["train"]  # every file: the rule below holds out
+        corpus = load_stdlib_corpus(args.validation_fraction, args.max_documents)
+        return corpus["train"], corpus["validation"]["text"]
     source, builder = Path(args.dataset_name), None
     if source.is_file():
         builder = _BUILDERS.get(source.suffix)
@@ -127,16 +130,17 @@ def load_texts(args: TokenizeArguments) -> datasets.Dataset | datasets.IterableD
         texts = (
             texts.take(args.max_documents) if is_stream else texts.select(range(min(args.max_documents, len(texts))))
         )
-    return texts
+    return texts, []
 
 
 def load_tokenizer(
-    args: TokenizeArguments, texts: datasets.Dataset | datasets.IterableDataset
+    args: TokenizeArguments, texts: datasets.Dataset | datasets.IterableDataset, held_out: list[str]
 ) -> tuple[PreTrainedTokenizerBase, dict]:
     """The named tokenizer, or one trained on the training side of ``texts``; with its origin for ``meta.json``."""
     if args.tokenizer_name is not None:
         return AutoTokenizer.from_pretrained(args.tokenizer_name), {"origin": "given", "name": args.tokenizer_name}
-    sample = training_texts(texts, args.text_column, args.validation_fraction, args.batch_size)
+    fraction = 0.0 if held_out else args.validation_fraction
+    sample = training_texts(texts, args.text_column, fraction, args.batch_size, held_out)
     return train_tokenizer(sample, args.vocab_size)
 
 
@@ -157,8 +161,8 @@ def main(argv: list[str] | None = None) -> TokenStore:
     (args,) = parse_args_with_config((TokenizeArguments,), argv, description=__doc__)
     if (Path(args.output_dir).exists() or Path(args.output_dir).is_symlink()) and not args.overwrite:
         raise ValueError(f"{args.output_dir} already exists; pass --overwrite true to replace it")
-    texts = load_texts(args)
-    tokenizer, origin = load_tokenizer(args, texts)
+    texts, held_out = load_texts(args)
+    tokenizer, origin = load_tokenizer(args, texts, held_out)
     start = time.perf_counter()
     store = tokenize_to_token_store(
         texts,
@@ -171,8 +175,9 @@ def main(argv: list[str] | None = None) -> TokenStore:
         batch_size=args.batch_size,
         overwrite=args.overwrite,
         save_tokenizer=True,  # inside the store before it appears: never a published store without tokenizer/
-        validation_fraction=args.validation_fraction,
+        validation_fraction=0.0 if held_out else args.validation_fraction,
         tokenizer_origin=origin,
+        held_out_texts=held_out,
     )
     print(summary(store, time.perf_counter() - start))
     return store

@@ -6,7 +6,8 @@ Every run, whatever its data, is a list of :class:`SourceSpec` (the embedded cor
 :class:`~hf_lmobj.data.held_out.HeldOut` rule every source applies, so that no held-out document is trained from
 any source.
 
-The validation text is the first text source's ``validation`` split when it has one, else its documents held out
+The validation text is the first text source's ``validation`` split when it has one (the embedded corpus's is its
+published split, by a hash of each file's path: :func:`~hf_lmobj.corpus.load_stdlib_corpus`), else its documents held out
 by content hash (:mod:`hf_lmobj.data.held_out`), at most ``max_validation_documents`` of either, in the source's
 order; a run of token stores alone validates on the first store's ``held_out.jsonl``
 (``recipes/tokenize_corpus.py`` writes it). Empty and whitespace-only validation texts are skipped and counted.
@@ -153,7 +154,8 @@ def _open(spec: SourceSpec, args: DataArguments, splits: datasets.DatasetDict | 
     if spec.kind == "embedded corpus":
         from hf_lmobj.corpus import load_stdlib_corpus
 
-        return load_stdlib_corpus(0.0, args.max_documents)["train"], None
+        corpus = load_stdlib_corpus(args.validation_fraction, args.max_documents)
+        return corpus["train"], corpus["validation"]
     if spec.kind == "in-memory":
         loaded = splits
     else:
@@ -215,7 +217,7 @@ def _choose_validation(
     if first is not None and validation_splits[first] is not None:
         spec, rows = specs[first], validation_splits[first]
         picked = _first_texts(rows, spec, limit, skipped, lambda text: True)
-        selection, fraction = "the dataset's validation split", 0.0
+        selection, fraction = _named_split(spec, args.validation_fraction), 0.0
     elif first is not None:
         spec, rule = specs[first], HeldOut(args.validation_fraction)
         picked = _first_texts(opened[first], spec, limit, skipped, lambda text: rule.by_rule(content_hash(text)))
@@ -239,6 +241,13 @@ def _choose_validation(
               "bytes": sum(len(text.encode("utf-8")) for text in texts), "selection": selection,
               "fingerprint": texts_fingerprint(texts)}  # fmt: skip
     return texts, domains, record, held_out, skipped
+
+
+def _named_split(spec: SourceSpec, fraction: float) -> str:
+    """How a named validation split was chosen: the embedded corpus's by its files' paths, else by the dataset."""
+    if spec.kind == "embedded corpus":
+        return f"the corpus's validation split ({fraction:.1%} of the files, by a SHA-1 of each file's path)"
+    return "the dataset's validation split"
 
 
 def _first_texts(

@@ -89,7 +89,7 @@ class _TokenWriter:
         self._digest = hashlib.blake2b(digest_size=16)
         self._lengths = array("q")
         self._hashes, self._held_hashes = array("Q"), array("Q")
-        self.held_bytes = 0
+        self.held_bytes = self.held_copies = 0  # held_copies: rows equal to a named held-out text, left out
         self.skipped = dict.fromkeys(SKIP_REASONS, 0)
         self._pending: list[np.ndarray] = []
         self._pending_tokens = 0
@@ -179,6 +179,7 @@ class _TokenWriter:
         self._held_hashes.frombytes(np.load(folder / _PART_HELD_HASHES).astype("=u8").tobytes())
         part = json.loads((folder / _PART_FILE).read_text())
         self.held_bytes += part["held_bytes"]
+        self.held_copies += part["held_copies"]
         for reason in SKIP_REASONS:
             self.skipped[reason] += part["skipped"][reason]
         if self._held is not None:
@@ -199,7 +200,10 @@ class _TokenWriter:
         _save_npy(self.folder / OFFSETS_FILE, self._offsets())
         _save_npy(self.folder / HASHES_FILE, _hash_array(self._hashes))
         _save_npy(self.folder / _PART_HELD_HASHES, _hash_array(self._held_hashes))
-        write_atomic(self.folder / _PART_FILE, json.dumps({"held_bytes": self.held_bytes, "skipped": self.skipped}))
+        write_atomic(
+            self.folder / _PART_FILE,
+            json.dumps({"held_bytes": self.held_bytes, "held_copies": self.held_copies, "skipped": self.skipped}),
+        )
 
     def finish(self, **meta: Any) -> dict[str, Any]:
         """Flush, write ``offsets.npy``, the hashes, then ``meta.json`` (last), each complete on disk; return the meta."""
@@ -220,7 +224,7 @@ class _TokenWriter:
         written = _meta(self.dtype, self.vocab_size, offsets, **meta)
         written["content_hash"] = _content_hash(self._digest.digest(), offsets)
         if self.rule is not None:
-            held = {"documents": len(self._held_hashes), "bytes": self.held_bytes}
+            held = {"documents": len(self._held_hashes), "bytes": self.held_bytes, "copies": self.held_copies}
             written["held_out"] = {"hash": HASH_NAME, "fraction": self.rule.fraction, **held}
         if self.from_text:
             written["skipped_documents"] = dict(self.skipped)

@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import shutil
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,8 +64,10 @@ def training_texts(
     text_column: str = "text",
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     batch_size: int = 1000,
+    held_out_texts: Sequence[str] = (),
 ) -> Iterator[str]:
-    """The texts of ``dataset`` in order, less those the held-out rule picks: a tokenizer's training side.
+    """The texts of ``dataset`` in order, less those the held-out rule picks and those equal to one of
+    ``held_out_texts`` (a named validation split): a tokenizer's training side.
 
     Give it to :func:`hf_lmobj.corpus.train_tokenizer` (which reads a bounded sample and leaves out empty
     texts). A ``datasets.Dataset`` or a streamed ``IterableDataset``; only what is consumed is read.
@@ -75,11 +77,18 @@ def training_texts(
         >>> list(training_texts(datasets.Dataset.from_dict({"text": ["a", "b", "c"]}), validation_fraction=0.5))
         ['b']
     """
-    rule = HeldOut(validation_fraction)
+    rule = _rule(validation_fraction, held_out_texts)
     text_column = check_name(text_column, "text_column")
     batch_size = check_length(batch_size, "batch_size", 1, "texts read per step")
     for texts in _text_batches(dataset, text_column, batch_size):
-        yield from (text for text in texts if not rule.by_rule(content_hash(text)))
+        yield from (text for text in texts if not rule.holds_out(content_hash(text)))
+
+
+def _rule(validation_fraction: float, held_out_texts: Sequence[str]) -> HeldOut:
+    """The held-out rule of a store: the share by content hash, and the named validation texts."""
+    if isinstance(held_out_texts, str) or not all(isinstance(text, str) for text in held_out_texts):
+        raise TypeError("held_out_texts must be a sequence of strings (a named validation split's texts)")
+    return HeldOut(validation_fraction, frozenset(content_hash(text) for text in held_out_texts))
 
 
 def _tokenize_into(
@@ -106,6 +115,8 @@ def _tokenize_into(
             digest = content_hash(text)
             if writer.rule.by_rule(digest):
                 writer.hold_out(text, f"row {index} of column {text_column!r}", digest)
+            elif digest in writer.rule.validation:
+                writer.held_copies += 1  # the same text as a named held-out one: never trained, counted
             else:
                 kept.append(text)
                 digests.append(digest)
@@ -146,13 +157,16 @@ def tokenize_to_token_store(
     save_tokenizer: bool = False,
     validation_fraction: float = 0.0,
     tokenizer_origin: dict[str, Any] | None = None,
+    held_out_texts: Sequence[str] = (),
 ) -> TokenStore:
     """Tokenize the raw text of ``dataset`` (one document per row) into a store at ``path``.
 
     Each text is sorted first: empty and whitespace-only texts are skipped; a text that
     :class:`~hf_lmobj.data.held_out.HeldOut` ``(validation_fraction)`` holds out by its content hash is
     written, as text, to ``path/held_out.jsonl`` (one ``{"text": ...}`` per line, in source order; no file
-    when ``validation_fraction`` is 0); every other text is encoded and stored, with its content hash in
+    when ``validation_fraction`` is 0 and no ``held_out_texts``); ``held_out_texts`` (a named validation split, e.g.
+    the embedded corpus's) are written there first, and a row equal to one of them is left out (counted as
+    ``held_out.copies``); every other text is encoded and stored, with its content hash in
     ``document_hashes.npy``, unless it gives fewer than 2 tokens (skipped as ``one_token``). ``meta.json``
     records ``held_out`` (hash, fraction, documents, bytes), ``skipped_documents`` (``empty``,
     ``whitespace``, ``one_token``) and ``tokenizer_origin`` (``{"origin": "given", "name": ...}`` unless
@@ -171,6 +185,15 @@ def tokenize_to_token_store(
     folder, before any text is tokenized, and checks that it loads back with
     ``AutoTokenizer.from_pretrained`` as the same tokenizer: the store appears with its tokenizer or
     not at all (a failed save leaves no store and no temporary folder).
+
+    Example:
+        >>> import datasets, tempfile
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> texts = datasets.Dataset.from_dict({"text": ["def f(): pass", "", "x = 1", "import os"]})
+        >>> store = tokenize_to_token_store(texts, build_tokenizer(512, max_documents=20),
+        ...                                 f"{tempfile.mkdtemp()}/store", held_out_texts=["import os"])
+        >>> store.num_documents, store.skipped_documents["empty"], store.held_out_texts(), store.held_out_info["copies"]
+        (2, 1, ['import os'], 1)
 
     Raises:
         TypeError: ``batch_size`` / ``num_proc`` not ints, a flag not a bool, ``tokenizer`` not a tokenizer,
@@ -192,7 +215,7 @@ def tokenize_to_token_store(
     save_tokenizer = check_flag(save_tokenizer, "save_tokenizer")
     batch_size = check_length(batch_size, "batch_size", 1, "texts per tokenizer call")
     num_proc = check_length(num_proc, "num_proc", 1, "None = one process", optional=True)
-    rule = HeldOut(validation_fraction)
+    rule = _rule(validation_fraction, held_out_texts)
     tokenizer_meta = _tokenizer_meta(tokenizer, None)
     origin = {"origin": "given", "name": tokenizer_meta["tokenizer"]} if tokenizer_origin is None else tokenizer_origin
     for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
@@ -211,13 +234,15 @@ def tokenize_to_token_store(
     encode = {"text_column": text_column, "add_bos": add_bos, "add_eos": add_eos, "batch_size": batch_size}
     meta = {**tokenizer_meta, "add_bos": add_bos, "add_eos": add_eos, "text_column": text_column,
             "tokenizer_origin": _check_origin(origin)}  # fmt: skip
-    writer_options = {"rule": rule, "held_out": rule.fraction > 0, "from_text": True}
+    writer_options = {"rule": rule, "held_out": rule.fraction > 0 or bool(held_out_texts), "from_text": True}
     workers = 1 if streaming else max(1, min(num_proc or 1, dataset.num_rows))
     with _atomic_folder(path, overwrite) as tmp:
         if save_tokenizer:
             _save_tokenizer(tokenizer, tmp)
         writer = _TokenWriter(tmp, vocab_size, **writer_options)
         try:
+            for index, text in enumerate(held_out_texts):
+                writer.hold_out(text, f"held_out_texts[{index}]")
             if workers == 1:
                 _tokenize_into(writer, dataset, tokenizer, **encode)
             else:

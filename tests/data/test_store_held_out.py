@@ -79,7 +79,7 @@ def test_held_out_jsonl_holds_exactly_the_documents_the_rule_picks_in_source_ord
     assert [json.loads(line) for line in lines] == [{"text": t} for t in picked(source_texts())]
     assert store.held_out_texts() == picked(source_texts()) and len(lines) == 7
     assert store.held_out_info == {"hash": HASH_NAME, "fraction": 0.25, "documents": 7,
-                                   "bytes": sum(len(t.encode()) for t in picked(source_texts()))}  # fmt: skip
+                                   "bytes": sum(len(t.encode()) for t in picked(source_texts())), "copies": 0}  # fmt: skip
 
 
 def test_the_empty_whitespace_and_one_token_documents_are_skipped_and_counted(store, capsys):
@@ -119,7 +119,7 @@ def test_parallel_and_streamed_runs_write_the_same_bytes(store, folder, tmp_path
 def test_a_zero_fraction_holds_nothing_out_and_writes_no_held_out_file(folder, tmp_path, capsys):
     store = tokenize(folder, tmp_path / "all", "--validation_fraction", "0")
     assert not (store.path / "held_out.jsonl").exists() and store.held_out_texts() is None
-    assert store.held_out_info == {"hash": HASH_NAME, "fraction": 0.0, "documents": 0, "bytes": 0}
+    assert store.held_out_info == {"hash": HASH_NAME, "fraction": 0.0, "documents": 0, "bytes": 0, "copies": 0}
     assert store.num_documents == 37 and store.skipped_documents == {"empty": 1, "whitespace": 1, "one_token": 1}
     assert "held out 0 documents (0 bytes, fraction 0)" in capsys.readouterr().out
 

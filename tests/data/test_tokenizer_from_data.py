@@ -1,8 +1,8 @@
 """The tokenizer comes from the user's data (issue 35, point 3): ``train_tokenizer`` on any texts, cached by its sample.
 
 Entry points: ``hf_lmobj.corpus.train_tokenizer`` (the sample, its bound, its cache key, its origin record, hostile
-texts and arguments), ``build_tokenizer`` (the embedded corpus's training side, split by content),
-``load_stdlib_corpus`` (the content rule) and ``recipes/tokenize_corpus.py`` without ``--tokenizer_name`` (a
+texts and arguments), ``build_tokenizer`` (the embedded corpus's training side), ``load_stdlib_corpus`` (its published split, by
+path, which a run and a store of it both hold out) and ``recipes/tokenize_corpus.py`` without ``--tokenizer_name`` (a
 tokenizer trained on the training side of the very data being tokenized).
 """
 
@@ -24,6 +24,7 @@ from hf_lmobj.corpus import (
     SPECIAL_TOKENS,
     TOKENIZER_SAMPLE_BYTES,
     build_tokenizer,
+    is_validation_path,
     load_stdlib_corpus,
     train_tokenizer,
 )
@@ -194,16 +195,17 @@ def test_train_tokenizer_refuses_hostile_input_by_name(tmp_path, texts, kwargs, 
 
 
 # ----------------------------------------------------------------------- the embedded corpus: one content rule
-def test_the_stdlib_split_is_the_content_rule_and_its_training_side_is_the_build_tokenizer_sample(tmp_path):
+def test_the_stdlib_split_is_its_published_path_split_and_its_training_side_is_the_build_tokenizer_sample(tmp_path):
     splits = load_stdlib_corpus(0.2, max_documents=40)
-    rule = HeldOut(0.2)
-    assert all(rule.by_rule(content_hash(text)) for text in splits["validation"]["text"])
-    assert not any(rule.by_rule(content_hash(text)) for text in splits["train"]["text"])
-    assert (splits["train"].num_rows, splits["validation"].num_rows) == (34, 6)
+    assert all(is_validation_path(path, 0.2) for path in splits["validation"]["path"])
+    assert not any(is_validation_path(path, 0.2) for path in splits["train"]["path"])
+    assert splits["train"].num_rows + splits["validation"].num_rows == 40 and splits["validation"].num_rows > 0
     built = build_tokenizer(400, validation_fraction=0.2, max_documents=40, cache_dir=tmp_path)
     trained, origin = train_tokenizer(splits["train"]["text"], 400, cache_dir=tmp_path)
     assert tokenizer_fingerprint(built) == tokenizer_fingerprint(trained)
-    assert origin["sample_documents"] == 34 and len(list((tmp_path / "tokenizers").iterdir())) == 1
+    assert (
+        origin["sample_documents"] == splits["train"].num_rows and len(list((tmp_path / "tokenizers").iterdir())) == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -275,9 +277,29 @@ def test_tokenize_corpus_refuses_bad_fractions_before_reading(tmp_path, monkeypa
 
 def test_the_embedded_corpus_is_one_split_and_an_existing_store_is_refused_before_training(tmp_path, monkeypatch):
     recipe = load_recipe("tokenize_corpus")
-    with pytest.raises(ValueError, match=r"--split validation: the embedded corpus has one split, 'train'"):
+    with pytest.raises(
+        ValueError, match=r"--split validation: the embedded corpus is tokenized from its 'train' split"
+    ):
         recipe.main(["--split", "validation", "--output_dir", str(tmp_path / "store")])
     (tmp_path / "store").mkdir()
     monkeypatch.setattr(recipe, "train_tokenizer", lambda *a, **k: pytest.fail("trained before refusing"))
     with pytest.raises(ValueError, match=r"store already exists; pass --overwrite true"):
         recipe.main(["--max_documents", "5", "--output_dir", str(tmp_path / "store")])
+
+
+def test_a_store_of_the_embedded_corpus_holds_out_its_published_split_as_a_run_does(tmp_path):
+    from hf_lmobj.data.prepare import DataArguments
+    from hf_lmobj.data.run_sources import open_sources
+
+    corpus = load_stdlib_corpus(0.2, max_documents=60)
+    recipe = load_recipe("tokenize_corpus")
+    store = recipe.main(["--max_documents", "60", "--validation_fraction", "0.2", "--vocab_size", "400",
+                         "--output_dir", str(tmp_path / "store")])  # fmt: skip
+    sources = open_sources(DataArguments(max_documents=60, validation_fraction=0.2))
+    assert store.held_out_texts() == corpus["validation"]["text"] == sources.validation_texts
+    assert sources.validation["selection"].startswith("the corpus's validation split (20.0% of the files")
+    trained = set(store.document_hashes.tolist())
+    assert not trained & {content_hash(text) for text in corpus["validation"]["text"]}
+    copies = sum(content_hash(text) in sources.held_out.validation for text in corpus["train"]["text"])
+    assert store.held_out_info["copies"] == copies
+    assert store.num_documents + copies + sum(store.skipped_documents.values()) == corpus["train"].num_rows

@@ -70,7 +70,7 @@ def test_a_failed_tokenizer_save_publishes_no_store(tmp_path, monkeypatch):
     def failing(self, folder, **kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(recipe, "load_tokenizer", lambda args, texts: (tokenizer, {"origin": "given"}))
+    monkeypatch.setattr(recipe, "load_tokenizer", lambda args, texts, held_out: (tokenizer, {"origin": "given"}))
     monkeypatch.setattr(type(tokenizer), "save_pretrained", failing)
     with pytest.raises(OSError, match="No space left"):
         recipe.main(["--max_documents", "10", "--output_dir", str(tmp_path / "store")])
