@@ -38,26 +38,6 @@ instance (:data:`UNCHECKED_POSITION_IDS`). Pass ``model=`` to have the model che
 Every mode emits ``labels`` (HF convention: aligned with ``input_ids``, the model shifts; -100 at
 padding and at every document's first token) and ``shift_labels`` (``shift_labels[:, t] ==
 labels[:, t + 1]``, -100 at the last position), which transformers' causal-LM loss uses as given.
-
-Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> eos = tok.eos_token_id
-    >>> collator = DataCollatorForCausalLM(tok)
-    >>> batch = collator([{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
-    >>> batch["attention_mask"].tolist()
-    [[1, 1, 1], [1, 1, 0]]
-    >>> batch["labels"].tolist() == [[-100, 11, eos], [-100, eos, -100]]
-    True
-    >>> packed = DataCollatorForCausalLM(tok, max_length=8, packing=True)(
-    ...     [{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
-    >>> packed["position_ids"].tolist(), packed["use_cache"], "attention_mask" in packed
-    ([[0, 1, 2, 0, 1, 0, 1, 2]], False, False)
-    >>> rows = collator([{"input_ids": [10, 11, eos, 12, eos], "attention_mask": [2, 2, 2, 3, 3]}])  # pack_dataset's
-    >>> rows["position_ids"].tolist(), rows["labels"].tolist() == [[-100, 11, eos, -100, eos]]
-    ([[0, 1, 2, 0, 1]], True)
-    >>> collator([{"input_ids": [10, 11, eos, 12, eos], "seq_lengths": [3, 2]}])["position_ids"].tolist()
-    [[0, 1, 2, 0, 1]]
 """
 
 from __future__ import annotations
@@ -159,6 +139,26 @@ class DataCollatorForCausalLM(DataCollatorMixin):
             ``config.use_cache = TrainingArguments.use_cache`` (False by default).
         mask_dtype: dtype of a 4D additive mask (use the model's dtype for half precision).
         return_tensors: only ``"pt"``.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> eos = tok.eos_token_id
+        >>> collator = DataCollatorForCausalLM(tok)
+        >>> batch = collator([{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
+        >>> batch["attention_mask"].tolist()
+        [[1, 1, 1], [1, 1, 0]]
+        >>> batch["labels"].tolist() == [[-100, 11, eos], [-100, eos, -100]]
+        True
+        >>> packed = DataCollatorForCausalLM(tok, max_length=8, packing=True)(
+        ...     [{"input_ids": [10, 11, eos]}, {"input_ids": [12, eos]}])
+        >>> packed["position_ids"].tolist(), packed["use_cache"], "attention_mask" in packed
+        ([[0, 1, 2, 0, 1, 0, 1, 2]], False, False)
+        >>> rows = collator([{"input_ids": [10, 11, eos, 12, eos], "attention_mask": [2, 2, 2, 3, 3]}])  # pack_dataset's
+        >>> rows["position_ids"].tolist(), rows["labels"].tolist() == [[-100, 11, eos, -100, eos]]
+        ([[0, 1, 2, 0, 1]], True)
+        >>> collator([{"input_ids": [10, 11, eos, 12, eos], "seq_lengths": [3, 2]}])["position_ids"].tolist()
+        [[0, 1, 2, 0, 1]]
     """
 
     tokenizer: PreTrainedTokenizerBase

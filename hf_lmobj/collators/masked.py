@@ -35,25 +35,6 @@ into rows, and ``packing=True`` to pack them; nothing is ever truncated), and a 
 ``pad_to_multiple_of`` that would exceed the limit is refused too. Without ``model=`` the
 tokenizer's ``model_max_length`` (when it is a real limit, not transformers' 1e30 placeholder)
 bounds the features collated without ``max_length`` in the same way.
-
-Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> collator = DataCollatorForMaskedLM(tok, mlm_probability=1.0, seed=0)  # select all eligible
-    >>> batch = collator([[300, 301, 302, 303, 304, 305], [tok.bos_token_id, 301]])
-    >>> sorted(batch), batch["attention_mask"].tolist()
-    (['attention_mask', 'input_ids', 'labels'], [[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]])
-    >>> batch["labels"].tolist()  # BOS and padding are never selected
-    [[300, 301, 302, 303, 304, 305], [-100, 301, -100, -100, -100, -100]]
-    >>> from transformers import BertConfig, BertForMaskedLM
-    >>> bert = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=8, num_hidden_layers=1,
-    ...     num_attention_heads=1, intermediate_size=8, max_position_embeddings=4))
-    >>> DataCollatorForMaskedLM(tok, model=bert)([[300] * 6])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: feature 0 has 6 tokens but BertForMaskedLM reads at most 4 positions per row; pass max_length=4 ...
-    >>> DataCollatorForMaskedLM(tok, model=bert, max_length=4)([[300] * 6])["input_ids"].shape  # split, not cut
-    torch.Size([2, 4])
 """
 
 from __future__ import annotations
@@ -131,6 +112,25 @@ class DataCollatorForMaskedLM(DataCollatorMixin):
     ``idx`` and ``special_tokens_mask`` before they reach the collator (whole words then come
     from the token strings and masks are keyed by content); set it False to keep them, and drop
     other columns yourself: unknown keys raise rather than being silently ignored.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> collator = DataCollatorForMaskedLM(tok, mlm_probability=1.0, seed=0)  # select all eligible
+        >>> batch = collator([[300, 301, 302, 303, 304, 305], [tok.bos_token_id, 301]])
+        >>> sorted(batch), batch["attention_mask"].tolist()
+        (['attention_mask', 'input_ids', 'labels'], [[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]])
+        >>> batch["labels"].tolist()  # BOS and padding are never selected
+        [[300, 301, 302, 303, 304, 305], [-100, 301, -100, -100, -100, -100]]
+        >>> from transformers import BertConfig, BertForMaskedLM
+        >>> bert = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=8, num_hidden_layers=1,
+        ...     num_attention_heads=1, intermediate_size=8, max_position_embeddings=4))
+        >>> DataCollatorForMaskedLM(tok, model=bert)([[300] * 6])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: feature 0 has 6 tokens but BertForMaskedLM reads at most 4 positions per row; pass max_length=4 ...
+        >>> DataCollatorForMaskedLM(tok, model=bert, max_length=4)([[300] * 6])["input_ids"].shape  # split, not cut
+        torch.Size([2, 4])
     """
 
     tokenizer: PreTrainedTokenizerBase

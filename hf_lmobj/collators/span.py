@@ -10,18 +10,6 @@ corrupted documents are laid back to back, each ending with EOS, into rows of ex
 ``input_length`` / ``targets_length``; a document that does not fit is split and its remainder
 opens the next row, so no token is dropped. :func:`iter_packed_span_corruption` does the same
 over a whole dataset, carrying the remainder from one row to the next.
-
-Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> collator = DataCollatorForSpanCorruption(tok, input_length=32, seed=0)
-    >>> collator.raw_tokens_length, collator.targets_length
-    (34, 8)
-    >>> batch = collator([{"input_ids": list(range(200, 234))}, {"input_ids": list(range(300, 310))}])
-    >>> [tuple(batch[k].shape) for k in ("input_ids", "attention_mask", "labels", "decoder_input_ids")]
-    [(2, 32), (2, 32), (2, 8), (2, 8)]
-    >>> batch["attention_mask"].sum(1).tolist()  # 34 raw tokens fill the 32 slots exactly
-    [32, 10]
 """
 
 from __future__ import annotations
@@ -121,6 +109,18 @@ class DataCollatorForSpanCorruption(DataCollatorMixin):
             seed on every call.
         packing: document-aware packing into rows of the fixed lengths (needs ``input_length``).
         pad_to_multiple_of: round padded widths up (padding mode without ``input_length``).
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> collator = DataCollatorForSpanCorruption(tok, input_length=32, seed=0)
+        >>> collator.raw_tokens_length, collator.targets_length
+        (34, 8)
+        >>> batch = collator([{"input_ids": list(range(200, 234))}, {"input_ids": list(range(300, 310))}])
+        >>> [tuple(batch[k].shape) for k in ("input_ids", "attention_mask", "labels", "decoder_input_ids")]
+        [(2, 32), (2, 32), (2, 8), (2, 8)]
+        >>> batch["attention_mask"].sum(1).tolist()  # 34 raw tokens fill the 32 slots exactly
+        [32, 10]
     """
 
     tokenizer: Any

@@ -7,13 +7,6 @@ token where there was none. Spans never overlap and are separated by at least on
 (when the sequence leaves room), so each mask stands for exactly one span. With
 ``permute_sentences=True`` the sentences (runs ending in one of ``sentence_end_token_ids``) are
 shuffled first. The target is always the original sequence, ``<s> ... </s>``.
-
-Example:
-    >>> g = torch.Generator().manual_seed(0)
-    >>> noised = text_infilling(torch.arange(10, 30), 0.3, 3.0, mask_token_id=4, generator=g)
-    >>> kept = noised[noised != 4]
-    >>> len(kept), bool(torch.isin(kept, torch.arange(10, 30)).all())  # 20 - ceil(0.3 * 20)
-    (14, True)
 """
 
 from __future__ import annotations
@@ -74,6 +67,13 @@ def text_infilling(
     """Mask ``ceil(mask_ratio * len(tokens))`` tokens in Poisson-length spans, one mask per span.
 
     Shapes: ``tokens`` (n,) -> (m,), where m = n - masked + spans + insertions.
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> noised = text_infilling(torch.arange(10, 30), 0.3, 3.0, mask_token_id=4, generator=g)
+        >>> kept = noised[noised != 4]
+        >>> len(kept), bool(torch.isin(kept, torch.arange(10, 30)).all())  # 20 - ceil(0.3 * 20)
+        (14, True)
     """
     n = len(tokens)
     lengths = poisson_span_lengths(math.ceil(mask_ratio * n), poisson_rate, generator)
@@ -134,6 +134,20 @@ class DataCollatorForTextInfilling(DataCollatorMixin):
     An example's own leading BOS / trailing EOS are not noised. With ``seed`` set, noise depends
     only on (seed, epoch, example), whatever the batch (advance with :meth:`set_epoch`); ``seed=None``
     draws fresh noise on every call.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> (tok.bos_token_id, tok.eos_token_id, tok.mask_token_id)
+        (1, 2, 4)
+        >>> collator = DataCollatorForTextInfilling(tok, seed=0)  # 30% of the tokens, Poisson(3) span lengths
+        >>> batch = collator([{"input_ids": list(range(200, 210))}, {"input_ids": [300, 301, 302]}])
+        >>> batch["input_ids"][0].tolist()  # <s> noised </s>: 200 201 and 206 (3 = ceil(0.3 * 10)) became 2 masks
+        [1, 4, 202, 203, 204, 205, 4, 207, 208, 209, 2]
+        >>> batch["labels"][1].tolist()  # <s> original </s>, -100 on padding
+        [1, 300, 301, 302, 2, -100, -100, -100, -100, -100, -100, -100]
+        >>> batch["decoder_input_ids"][1, :3].tolist()  # the labels shifted right after </s> (BART's start)
+        [2, 1, 300]
     """
 
     tokenizer: Any

@@ -13,14 +13,6 @@ are -100 on the prefix and ``attention_mask`` is a 4D additive float mask ``(B, 
 (0.0 = may attend, ``finfo.min`` = blocked, the convention of
 :mod:`hf_lmobj.packing.masks`) that is causal over the target and bidirectional over the
 prefix; pass it to a model whose attention takes a custom 4D mask (eager / sdpa).
-
-Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> collator = DataCollatorForUL2(tok, seed=0)
-    >>> batch = collator([{"input_ids": list(range(200, 300))} for _ in range(4)])
-    >>> sorted(batch), bool(torch.isin(batch["input_ids"][:, 0], collator.mode_ids).all())
-    (['attention_mask', 'decoder_input_ids', 'input_ids', 'labels'], True)
 """
 
 from __future__ import annotations
@@ -57,6 +49,22 @@ class Denoiser:
     """One UL2 denoiser: ``mean_noise_span_length=None`` means S (prefix LM).
 
     For S, ``noise_density`` is the share of the tokens (at the end) that form the target.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> s = Denoiser("[S]", None, 0.25)  # prefix LM: the last quarter of the tokens is the target
+        >>> s.lengths(20)  # (inputs: mode token + 15 tokens + EOS, targets: 5 tokens + EOS)
+        (17, 6)
+        >>> batch = DataCollatorForUL2(tok, denoisers=[s], seed=0)([{"input_ids": list(range(200, 220))}])
+        >>> tok.convert_ids_to_tokens(batch["input_ids"][0, :1].tolist()), batch["input_ids"][0, 1:].tolist()
+        (['[S]'], [200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 2])
+        >>> batch["labels"][0].tolist()  # the suffix, then EOS
+        [215, 216, 217, 218, 219, 2]
+        >>> Denoiser("[X]", 3.0, 1.5)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: noise_density must be a finite number in (0, 1), got 1.5; ...
     """
 
     mode_token: str
@@ -169,6 +177,14 @@ class DataCollatorForUL2(DataCollatorMixin):
             None draws a fresh seed on every call.
         decoder_only: one sequence per example with a 4D prefix-LM mask.
         mask_dtype: dtype of the 4D mask (match the model's, e.g. torch.bfloat16).
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> collator = DataCollatorForUL2(tok, seed=0)
+        >>> batch = collator([{"input_ids": list(range(200, 300))} for _ in range(4)])
+        >>> sorted(batch), bool(torch.isin(batch["input_ids"][:, 0], collator.mode_ids).all())
+        (['attention_mask', 'decoder_input_ids', 'input_ids', 'labels'], True)
     """
 
     tokenizer: Any

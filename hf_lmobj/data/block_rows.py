@@ -12,17 +12,6 @@ A *block* is a group of documents laid out together. Two row kinds:
 
 Nothing is dropped: every token of the block lands in exactly one row. The layout depends on the
 lengths alone, so a plan can be made without reading a token (see :mod:`hf_lmobj.data.planned`).
-
-Example:
-    >>> layout = block_layout(np.array([3, 2, 4]), RowFormat("packed", 5))
-    >>> layout.num_rows, layout.chunk_doc.tolist(), layout.row_offsets.tolist()
-    (2, [2, 0, 1], [0, 1, 3])
-    >>> docs = [np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])]
-    >>> row = row_feature(layout, 1, docs, RowFormat("packed", 5))
-    >>> row["input_ids"].tolist(), row["seq_lengths"]
-    ([1, 2, 3, 4, 5], [3, 2])
-    >>> block_layout(np.array([5, 2]), RowFormat("pieces", 2)).chunk_len.tolist()
-    [1, 2, 2, 2]
 """
 
 from __future__ import annotations
@@ -41,7 +30,19 @@ ROW_KINDS = ("packed", "pieces")
 
 @dataclass(frozen=True)
 class RowFormat:
-    """How documents become rows: ``kind`` (``"packed"`` / ``"pieces"``) and the row length."""
+    """How documents become rows: ``kind`` (``"packed"`` / ``"pieces"``) and the row length.
+
+    Example:
+        >>> layout = block_layout(np.array([3, 2, 4]), RowFormat("packed", 5))
+        >>> layout.num_rows, layout.chunk_doc.tolist(), layout.row_offsets.tolist()
+        (2, [2, 0, 1], [0, 1, 3])
+        >>> docs = [np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])]
+        >>> row = row_feature(layout, 1, docs, RowFormat("packed", 5))
+        >>> row["input_ids"].tolist(), row["seq_lengths"]
+        ([1, 2, 3, 4, 5], [3, 2])
+        >>> block_layout(np.array([5, 2]), RowFormat("pieces", 2)).chunk_len.tolist()
+        [1, 2, 2, 2]
+    """
 
     kind: str
     max_length: int

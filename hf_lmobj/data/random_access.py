@@ -6,16 +6,6 @@ exactly once, any world size): :class:`DatasetSource` (a tokenized in-memory ``d
 Every argument is checked where it enters (:mod:`hf_lmobj.checks`); a document index or a token range
 outside the source is refused, never wrapped or cut short. The other kind, streams of raw text tokenized on
 the fly: :mod:`hf_lmobj.data.sources`.
-
-Example:
-    >>> import datasets
-    >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2], [3], [4, 5, 6]]}))
-    >>> source.lengths.tolist(), source.document(2).tolist()
-    ([2, 1, 3], [4, 5, 6])
-    >>> DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2]]}).select([]))
-    Traceback (most recent call last):
-    ...
-    ValueError: the dataset has 0 rows; a source needs at least one document
 """
 
 from __future__ import annotations
@@ -56,6 +46,16 @@ class DatasetSource:
 
     The column must hold lists of token ids (ints >= 0); a dataset with no row, no token, a missing
     (``None``) document or a column of anything else is refused where it enters.
+
+    Example:
+        >>> import datasets
+        >>> source = DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2], [3], [4, 5, 6]]}))
+        >>> source.lengths.tolist(), source.document(2).tolist()
+        ([2, 1, 3], [4, 5, 6])
+        >>> DatasetSource(datasets.Dataset.from_dict({"input_ids": [[1, 2]]}).select([]))
+        Traceback (most recent call last):
+        ...
+        ValueError: the dataset has 0 rows; a source needs at least one document
     """
 
     def __init__(self, dataset: datasets.Dataset, column: str = "input_ids") -> None:

@@ -33,15 +33,6 @@ Extra files (a ``tokenizer/`` folder beside the three) are allowed. Written by
 and Megatron's token files (:mod:`hf_lmobj.data.token_store_foreign`) open as stores with
 :meth:`TokenStore.from_nanogpt_bin` / :meth:`TokenStore.from_megatron`.
 
-Example:
-    >>> import tempfile
-    >>> from hf_lmobj.data.write_store import write_token_store
-    >>> store = write_token_store(tempfile.mkdtemp() + "/store", [[5, 6, 7], [8], [9, 10]], vocab_size=512)
-    >>> len(store), store.num_tokens, store.dtype.name, store.document(2).tolist()
-    (3, 6, 'uint16', [9, 10])
-    >>> TokenStore.open(store.path).lengths.tolist()
-    [3, 1, 2]
-
 Why: tokenizing a corpus once and reading slices of a memory map keeps memory bounded by the
 pages touched, whatever the corpus size, and costs nothing per epoch.
 """
@@ -89,6 +80,15 @@ class TokenStore:
         dtype: the token file's dtype; ``vocab_size``, ``num_documents``, ``num_tokens``: from ``meta``.
         meta: the ``meta.json`` mapping (built in memory for the foreign formats).
         offsets: ``(D + 1,)`` int64, memory-mapped for a store folder.
+
+    Example:
+        >>> import tempfile
+        >>> from hf_lmobj.data.write_store import write_token_store
+        >>> store = write_token_store(tempfile.mkdtemp() + "/store", [[5, 6, 7], [8], [9, 10]], vocab_size=512)
+        >>> len(store), store.num_tokens, store.dtype.name, store.document(2).tolist()
+        (3, 6, 'uint16', [9, 10])
+        >>> TokenStore.open(store.path).lengths.tolist()
+        [3, 1, 2]
     """
 
     path: Path

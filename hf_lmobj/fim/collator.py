@@ -15,19 +15,6 @@ Two ways in, both seeded by ``(seed, epoch, example)``:
   cut per epoch (advance with ``set_epoch`` or ``CollatorEpochCallback``);
 * :func:`fim_dataset` then :func:`~hf_lmobj.packing.dataset.pack_dataset`: the cuts of
   one epoch written into the dataset, then packed once into full rows (what the FIM recipe does).
-
-Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> from hf_lmobj.fim.format import fim_token_ids
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> docs = [{"input_ids": [tok.bos_token_id, *tok(t)["input_ids"], tok.eos_token_id], "text": t}
-    ...         for t in ("x = 1\\n", "def f():\\n    pass\\n")]
-    >>> collator = DataCollatorForFillInTheMiddle(tok, fim_rate=1.0, seed=0, max_length=32, packing=True)
-    >>> batch = collator(docs)
-    >>> sorted(batch)
-    ['input_ids', 'labels', 'position_ids', 'shift_labels', 'use_cache']
-    >>> (batch["input_ids"] == fim_token_ids(tok).prefix).sum().item()  # one FIM'd document each
-    2
 """
 
 from __future__ import annotations
@@ -80,6 +67,19 @@ class DataCollatorForFillInTheMiddle(DataCollatorMixin):
     place) plus ``text`` at character level, optionally ``idx`` / ``index`` to key the seed. Rows
     packed already (``position_ids`` / ``seq_lengths`` / a numbered ``attention_mask``) and features
     with their own ``labels`` are refused: FIM re-orders whole documents and trains on all of them.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> from hf_lmobj.fim.format import fim_token_ids
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> docs = [{"input_ids": [tok.bos_token_id, *tok(t)["input_ids"], tok.eos_token_id], "text": t}
+        ...         for t in ("x = 1\\n", "def f():\\n    pass\\n")]
+        >>> collator = DataCollatorForFillInTheMiddle(tok, fim_rate=1.0, seed=0, max_length=32, packing=True)
+        >>> batch = collator(docs)
+        >>> sorted(batch)
+        ['input_ids', 'labels', 'position_ids', 'shift_labels', 'use_cache']
+        >>> (batch["input_ids"] == fim_token_ids(tok).prefix).sum().item()  # one FIM'd document each
+        2
     """
 
     tokenizer: PreTrainedTokenizerBase

@@ -30,16 +30,6 @@ hidden text is teacher forced from the same prompt, in bits per UTF-8 byte of th
 ``"prefix_only"`` and ``"spm"`` the line as running text encodes it, from the straddled prefix
 characters to the line's end (its newline would merge with the next line's indentation, which these
 prompts do not show).
-
-Example:
-    >>> text = "def f(x):\\n    y = x + 1\\n    return y\\n"
-    >>> cases = single_line_cases([text], num_cases=5, seed=0)
-    >>> [(c.line, c.source) for c in cases]
-    [('    y = x + 1', '0:2'), ('    return y', '0:3')]
-    >>> cases[0].middle, cases[0].suffix
-    ('    y = x + 1\\n', '    return y\\n')
-    >>> cases[0].prefix + cases[0].middle + cases[0].suffix == text
-    True
 """
 
 from __future__ import annotations
@@ -166,6 +156,16 @@ def single_line_cases(
     Each case keeps up to ``prefix_lines`` lines before and ``suffix_lines`` lines after the hidden
     line (the prompt is cut to the model's context later, at token level). ``names`` label the
     sources (default: the text's index).
+
+    Example:
+        >>> text = "def f(x):\\n    y = x + 1\\n    return y\\n"
+        >>> cases = single_line_cases([text], num_cases=5, seed=0)
+        >>> [(c.line, c.source) for c in cases]
+        [('    y = x + 1', '0:2'), ('    return y', '0:3')]
+        >>> cases[0].middle, cases[0].suffix
+        ('    y = x + 1\\n', '    return y\\n')
+        >>> cases[0].prefix + cases[0].middle + cases[0].suffix == text
+        True
     """
     if isinstance(num_cases, bool) or not isinstance(num_cases, int) or num_cases <= 0:
         raise ValueError(f"num_cases must be a positive int, got {num_cases!r}")
@@ -291,6 +291,24 @@ def evaluate_infilling(
     Refused before anything runs: an unknown mode, no cases (or not :class:`InfillingCase`), counts
     that are not positive ints, a ``max_length`` beyond the model's positions or that leaves fewer than
     8 prompt tokens after ``max_new_tokens``, and a tokenizer larger than the model's embeddings.
+
+    Example:
+        >>> from transformers import GPT2Config, GPT2LMHeadModel
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> _ = torch.manual_seed(0)  # an untrained tiny model: it writes no line right
+        >>> model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64,
+        ...                                    bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+        >>> cases = single_line_cases(["def f(x):\\n    y = x + 1\\n    return y\\n"], num_cases=2, seed=0)
+        >>> result = evaluate_infilling(model, tok, cases, mode="psm", max_new_tokens=8)
+        >>> result.mode, result.cases, result.exact_match, 0 <= result.edit_similarity < 1
+        ('psm', 2, 0.0, True)
+        >>> result.middle_bits_per_byte > 1  # the hidden lines' NLL, in bits per UTF-8 byte
+        True
+        >>> evaluate_infilling(model, tok, cases, mode="middle")
+        Traceback (most recent call last):
+        ...
+        ValueError: mode must be one of ('psm', 'spm', 'prefix_only'), got 'middle'
     """
     if mode not in INFILLING_MODES:
         raise ValueError(f"mode must be one of {INFILLING_MODES}, got {mode!r}")

@@ -12,15 +12,6 @@ left-to-right context for the middle.
 
 Sentinels are looked up by name in the tokenizer (StarCoder's names by default; pass the names
 of your tokenizer's own tokens otherwise), never assumed.
-
-Example:
-    >>> ids = FimTokenIds(prefix=1, middle=2, suffix=3)
-    >>> fim_layout([10, 11], [20], [30, 31], ids, spm=False)
-    [1, 10, 11, 3, 30, 31, 2, 20]
-    >>> fim_layout([10, 11], [20], [30, 31], ids, spm=True)
-    [1, 3, 30, 31, 2, 10, 11, 20]
-    >>> undo_fim([1, 3, 30, 31, 2, 10, 11, 20], ids)
-    [10, 11, 20, 30, 31]
 """
 
 from __future__ import annotations
@@ -42,6 +33,18 @@ class FimTokens:
 
     ``pad`` is optional: a truncation-free transform never pads, so only prefix, middle and
     suffix must exist. For Code Llama's tokenizer use ``FimTokens("▁<PRE>", "▁<MID>", "▁<SUF>", None)``.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)  # it holds StarCoder's FIM tokens
+        >>> FimTokens()
+        FimTokens(prefix='<fim_prefix>', middle='<fim_middle>', suffix='<fim_suffix>', pad='<fim_pad>')
+        >>> fim_token_ids(tok, FimTokens())  # found by name, never assumed
+        FimTokenIds(prefix=108, middle=109, suffix=110, pad=111)
+        >>> FimTokens("<fim_prefix>", "<fim_prefix>", "<fim_suffix>")
+        Traceback (most recent call last):
+        ...
+        ValueError: FimTokens needs three different tokens, got '<fim_prefix>', '<fim_prefix>', '<fim_suffix>'
     """
 
     prefix: str = FIM_PREFIX
@@ -114,7 +117,17 @@ def fim_token_ids(tokenizer: PreTrainedTokenizerBase, tokens: FimTokens | None =
 def fim_layout(
     prefix: Sequence[int], middle: Sequence[int], suffix: Sequence[int], ids: FimTokenIds, spm: bool
 ) -> list[int]:
-    """PSM (``spm=False``) or SPM order of the three parts around the sentinels (see the module doc)."""
+    """PSM (``spm=False``) or SPM order of the three parts around the sentinels (see the module doc).
+
+    Example:
+        >>> ids = FimTokenIds(prefix=1, middle=2, suffix=3)
+        >>> fim_layout([10, 11], [20], [30, 31], ids, spm=False)
+        [1, 10, 11, 3, 30, 31, 2, 20]
+        >>> fim_layout([10, 11], [20], [30, 31], ids, spm=True)
+        [1, 3, 30, 31, 2, 10, 11, 20]
+        >>> undo_fim([1, 3, 30, 31, 2, 10, 11, 20], ids)
+        [10, 11, 20, 30, 31]
+    """
     if spm:
         return [ids.prefix, ids.suffix, *suffix, ids.middle, *prefix, *middle]
     return [ids.prefix, *prefix, ids.suffix, *suffix, ids.middle, *middle]

@@ -14,18 +14,6 @@ never lets a special token write any part of a lead (``'<fim_middle>'`` in a lea
 as characters). Its rows are ``generate()``'s: one lead per row of ``scores``, so with beams or
 several returned sequences per prompt each prompt's lead is repeated once per row (a mismatch is
 an error, never a silent shift of leads onto other prompts' rows).
-
-Example:
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> prompt = tok("def f(x):\\n", add_special_tokens=False)["input_ids"]
-    >>> (healed,), (lead,) = heal_prompts(tok, [prompt], protected=set())
-    >>> healed == prompt[:-1], lead
-    (True, '\\n')
-    >>> processor = LeadLogitsProcessor(tok, [lead], prompt_length=len(healed))
-    >>> scores = processor(torch.tensor([healed]), torch.zeros(1, len(tok)))
-    >>> all(tok.decode([i]).startswith("\\n") for i in torch.nonzero(scores[0] == 0).flatten().tolist())
-    True
 """
 
 from __future__ import annotations
@@ -62,6 +50,16 @@ def heal_prompts(
     sentinel or BOS: nothing of the text to heal) or any special token of the tokenizer (a control
     token is no text), or when that token is not whole characters on its own (part of a multi-byte
     character).
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> prompt = tok("def f(x):\\n", add_special_tokens=False)["input_ids"]
+        >>> (healed,), (lead,) = heal_prompts(tok, [prompt], protected=set())
+        >>> tok.convert_ids_to_tokens(prompt[-2:]), healed == prompt[:-1], lead  # a lone newline token is cut
+        (['):', 'Ċ'], True, '\\n')
+        >>> heal_prompts(tok, [[tok.bos_token_id], []], protected={tok.bos_token_id})  # nothing to heal: left whole
+        ([[1], []], ['', ''])
     """
     if isinstance(prompts, (torch.Tensor, str, bytes)) or not isinstance(prompts, Sequence):
         raise TypeError(f"prompts must be a list of prompts (lists of token ids), got {type(prompts).__name__}")
@@ -100,6 +98,20 @@ class LeadLogitsProcessor(LogitsProcessor):
     Raises ``ValueError`` when ``scores`` / ``input_ids`` have another number of rows than ``leads``,
     fewer columns than the tokenizer has tokens (a model of another vocabulary), or when no token
     can write the rest of a lead.
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> prompt = tok("def f(x):\\n", add_special_tokens=False)["input_ids"]
+        >>> (healed,), (lead,) = heal_prompts(tok, [prompt], protected=set())
+        >>> processor = LeadLogitsProcessor(tok, [lead, ""], prompt_length=len(healed))  # row 1 is free
+        >>> scores = processor(torch.tensor([healed, healed]), torch.zeros(2, len(tok)))
+        >>> allowed = torch.nonzero(scores[0] == 0).flatten().tolist()  # the others are -inf
+        >>> len(allowed), all(tok.decode([i]).startswith("\\n") for i in allowed), int((scores[1] == 0).sum())
+        (10, True, 512)
+        >>> written = torch.tensor([healed + prompt[-1:]] * 2)  # once its lead is written, a row is free
+        >>> (processor(written, torch.zeros(2, len(tok))) == 0).sum(dim=1).tolist()
+        [512, 512]
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, leads: Sequence[str], prompt_length: int) -> None:

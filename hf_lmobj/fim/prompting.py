@@ -294,6 +294,24 @@ def infill(
     An SPM prompt is token-healed (:mod:`hf_lmobj.fim.healing`): the FIM transform encodes
     an SPM prefix and middle as one text, so the prefix's last token is left for the model to write
     (its text is not part of the returned middle).
+
+    Example:
+        >>> from transformers import GPT2Config, GPT2LMHeadModel
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> _ = torch.manual_seed(0)  # an untrained tiny model; a bias below steers its greedy choice
+        >>> model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64,
+        ...                                    bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+        >>> one, eos = tok.convert_tokens_to_ids("1"), tok.eos_token_id
+        >>> bias = {(one,): 100.0, (one, eos): 200.0}  # write "1", then the end-of-middle EOS
+        >>> infill(model, tok, "x = ", "\\nprint(x)\\n", max_new_tokens=4, sequence_bias=bias)  # the middle alone
+        '1'
+        >>> infill(model, tok, ["x = ", "y = "], ["\\n", "\\n"], max_new_tokens=4, sequence_bias=bias)  # one per prompt
+        ['1', '1']
+        >>> infill(model, tok, "x = ", "\\n", max_new_tokens=0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: max_new_tokens must be an int >= 1...
     """
     single = isinstance(prefix, str)
     if single != isinstance(suffix, str):

@@ -14,11 +14,6 @@ relative imports and nothing else of hf_lmobj; each script imports every one as 
 fails while a copy is stale). So ``evaluate.load(<folder>)`` works on the folder here, on an exported
 or ``cp -r`` copy and on the pushed Space, without hf_lmobj. The face also gives ``LanguageModelingMetrics``
 (:mod:`.trainer_metrics`: perplexity and bits per byte in a stock ``Trainer``'s evaluation), imported on first use.
-
-Example:
-    >>> from hf_lmobj.metrics import load
-    >>> round(load("perplexity").compute(nll=[3.912], num_tokens=[3])["perplexity"], 2)
-    3.68
 """
 
 from __future__ import annotations
@@ -71,7 +66,15 @@ def metric_path(name: str) -> Path:
 
 
 def load(name: str, **kwargs):
-    """``evaluate.load`` of the local folder of metric ``name``; ``kwargs`` go to ``evaluate.load``."""
+    """``evaluate.load`` of the local folder of metric ``name``; ``kwargs`` go to ``evaluate.load``.
+
+    Example:
+        >>> from hf_lmobj import load_metric  # this function, at the top level
+        >>> round(load_metric("perplexity").compute(nll=[3.912], num_tokens=[3])["perplexity"], 2)  # exp(3.912 / 3)
+        3.68
+        >>> metric_path("perplexity").name  # the folder evaluate.load reads
+        'perplexity'
+    """
     import evaluate
 
     return evaluate.load(str(metric_path(name)), **kwargs)

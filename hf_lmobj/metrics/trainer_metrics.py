@@ -20,17 +20,6 @@ Both ``batch_eval_metrics=False`` (default) and ``True`` work. With ``num_words`
 :func:`~hf_lmobj.metrics.sums.count_words`, summed over the eval texts) the result has lm-eval's
 ``word_perplexity`` too (as ``byte_perplexity``, with the bytes, is lm-eval's ``exp(nll / bytes)``);
 the NLL is the Trainer's, over the eval rows as collated, not lm-eval's rolling windows.
-
-Example:
-    >>> import torch
-    >>> from transformers import EvalPrediction
-    >>> metrics = LanguageModelingMetrics(num_bytes=6)
-    >>> logits = torch.zeros(1, 3, 4)  # uniform over 4 tokens: ln 4 nats per token
-    >>> rows = metrics.preprocess_logits_for_metrics(logits, torch.tensor([[0, 1, 2]]))
-    >>> rows.tolist()  # two targets (the labels shift by one)
-    [[2.7725887298583984, 2.0]]
-    >>> {k: round(v, 4) for k, v in metrics.compute_metrics(EvalPrediction(rows.numpy(), None)).items()}
-    {'perplexity': 4.0, 'nll_per_token': 1.3863, 'num_tokens': 2.0, 'bits_per_byte': 0.6667, 'byte_perplexity': 1.5874}
 """
 
 from __future__ import annotations
@@ -93,6 +82,17 @@ class LanguageModelingMetrics:
             False when labels already align with the logits (seq2seq, masked LM, or
             ``label_names=["shift_labels"]``).
         ignore_index: the label value that is not scored.
+
+    Example:
+        >>> import torch
+        >>> from transformers import EvalPrediction
+        >>> metrics = LanguageModelingMetrics(num_bytes=6)
+        >>> logits = torch.zeros(1, 3, 4)  # uniform over 4 tokens: ln 4 nats per token
+        >>> rows = metrics.preprocess_logits_for_metrics(logits, torch.tensor([[0, 1, 2]]))
+        >>> rows.tolist()  # two targets (the labels shift by one)
+        [[2.7725887298583984, 2.0]]
+        >>> {k: round(v, 4) for k, v in metrics.compute_metrics(EvalPrediction(rows.numpy(), None)).items()}
+        {'perplexity': 4.0, 'nll_per_token': 1.3863, 'num_tokens': 2.0, 'bits_per_byte': 0.6667, 'byte_perplexity': 1.5874}
     """
 
     num_bytes: int | None = None

@@ -33,21 +33,6 @@ evaluation reports a term without a single target as nan (``AuxiliaryObjectiveTr
 parallelism is refused, at construction and at every forward (the tied head and the shared
 embeddings would be vocab-sharded DTensors that sampling and the embedding lookup cannot serve):
 use DDP or FSDP2.
-
-Example:
-    >>> import torch
-    >>> from transformers import ElectraConfig
-    >>> disc = ElectraConfig(vocab_size=64, embedding_size=32, hidden_size=32, num_hidden_layers=2,
-    ...                      num_attention_heads=2, intermediate_size=64)
-    >>> model = ElectraPretrainingModel.from_config(disc, generator_fraction=0.25)
-    >>> model.generator.config.hidden_size, model.shares_embeddings()
-    (8, True)
-    >>> batch = {"input_ids": torch.tensor([[5, 4, 7, 8]]), "labels": torch.tensor([[-100, 6, -100, -100]])}
-    >>> out = model(**batch, sampling_seed=0)
-    >>> tuple(out.generator_logits.shape), tuple(out.discriminator_logits.shape), out.replaced.dtype
-    ((1, 64), (1, 4), torch.bool)
-    >>> int(count_electra_targets(batch)[0]), int(count_electra_targets(batch)[1])  # MLM, RTD targets
-    (1, 4)
 """
 
 from __future__ import annotations
@@ -177,6 +162,21 @@ class ElectraPretrainingModel(AuxiliaryModel):
         generator, discriminator: stock models with the same vocabulary and ``embedding_size``;
             the generator's embeddings are replaced by the discriminator's (kept in sync from here on).
         config: loss weight and sampling temperature.
+
+    Example:
+        >>> import torch
+        >>> from transformers import ElectraConfig
+        >>> disc = ElectraConfig(vocab_size=64, embedding_size=32, hidden_size=32, num_hidden_layers=2,
+        ...                      num_attention_heads=2, intermediate_size=64)
+        >>> model = ElectraPretrainingModel.from_config(disc, generator_fraction=0.25)
+        >>> model.generator.config.hidden_size, model.shares_embeddings()
+        (8, True)
+        >>> batch = {"input_ids": torch.tensor([[5, 4, 7, 8]]), "labels": torch.tensor([[-100, 6, -100, -100]])}
+        >>> out = model(**batch, sampling_seed=0)
+        >>> tuple(out.generator_logits.shape), tuple(out.discriminator_logits.shape), out.replaced.dtype
+        ((1, 64), (1, 4), torch.bool)
+        >>> int(count_electra_targets(batch)[0]), int(count_electra_targets(batch)[1])  # MLM, RTD targets
+        (1, 4)
     """
 
     def __init__(

@@ -27,20 +27,6 @@ replicated, each TP rank computing them whole (the same result as one process).
 Training loss (``AuxiliaryObjectiveTrainer``): ``L_0 + loss_weight / D * sum_k L_k``, each ``L_k`` a
 token sum over depth ``k``'s targets divided by their global count. Saving keeps the stock model
 loadable by ``from_pretrained`` alone: the MTP modules go into a ``mtp/`` folder beside it.
-
-Example:
-    >>> import torch
-    >>> from transformers import GPT2Config, GPT2LMHeadModel
-    >>> base = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64))
-    >>> model = MultiTokenPredictionModel(base, MTPConfig(num_depths=2))
-    >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "position_ids": torch.tensor([[0, 1, 2, 0, 1]])}
-    >>> batch["labels"] = batch["input_ids"].masked_fill(batch["position_ids"] == 0, -100)
-    >>> from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
-    >>> multi_token_targets(batch, 2).tolist()  # depth 0, 1, 2 (two documents: 5 6 7 | 8 9)
-    [[[6, 7, -100, 9, -100]], [[7, -100, -100, -100, -100]], [[-100, -100, -100, -100, -100]]]
-    >>> [tuple(h.shape) for h in model.depth_hidden_states(torch.zeros(1, 5, 32), batch["input_ids"],
-    ...                                                  document_ids(batch))]
-    [(1, 5, 32), (1, 5, 32)]
 """
 
 from __future__ import annotations
@@ -239,6 +225,20 @@ class MultiTokenPredictionModel(AuxiliaryModel):
         model: a stock ``AutoModelForCausalLM`` model.
         config: the MTP settings (sizes default to the model's).
         seed: seed of the modules' initial weights (an explicit generator; the global RNG is untouched).
+
+    Example:
+        >>> import torch
+        >>> from transformers import GPT2Config, GPT2LMHeadModel
+        >>> base = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64))
+        >>> model = MultiTokenPredictionModel(base, MTPConfig(num_depths=2))
+        >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "position_ids": torch.tensor([[0, 1, 2, 0, 1]])}
+        >>> batch["labels"] = batch["input_ids"].masked_fill(batch["position_ids"] == 0, -100)
+        >>> from hf_lmobj.models.mtp_targets import document_ids, multi_token_targets
+        >>> multi_token_targets(batch, 2).tolist()  # depth 0, 1, 2 (two documents: 5 6 7 | 8 9)
+        [[[6, 7, -100, 9, -100]], [[7, -100, -100, -100, -100]], [[-100, -100, -100, -100, -100]]]
+        >>> [tuple(h.shape) for h in model.depth_hidden_states(torch.zeros(1, 5, 32), batch["input_ids"],
+        ...                                                  document_ids(batch))]
+        [(1, 5, 32), (1, 5, 32)]
     """
 
     def __init__(self, model: PreTrainedModel, config: MTPConfig | None = None, *, seed: int = 0) -> None:

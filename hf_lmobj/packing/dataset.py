@@ -44,15 +44,6 @@ Two strategies, neither drops a token:
 
 Other columns (``text``, ``num_bytes``, ...) describe documents, not rows, and are removed; an input
 ``attention_mask`` must be all ones (unpadded documents, not rows packed already).
-
-Example:
-    >>> import datasets
-    >>> ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]})
-    >>> pack_dataset(ds, max_length=5).to_dict()  # doctest: +NORMALIZE_WHITESPACE
-    {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'attention_mask': [[2, 2, 2, 2], [2, 2, 2, 3, 3]],
-     'seq_lengths': [[4], [3, 2]]}
-    >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()["attention_mask"]
-    [[2, 2, 2, 3], [2, 3, 3, 3], [2]]
 """
 
 from __future__ import annotations
@@ -311,6 +302,15 @@ def pack_dataset(
             documents held in memory. Larger buffers pack tighter.
         strategy: ``"best_fit"`` (rows of at most ``max_length``) or ``"fixed"`` (exactly).
         num_proc: worker processes for ``Dataset.map`` (ignored for streams).
+
+    Example:
+        >>> import datasets
+        >>> ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]})
+        >>> pack_dataset(ds, max_length=5).to_dict()  # doctest: +NORMALIZE_WHITESPACE
+        {'input_ids': [[6, 7, 8, 9], [1, 2, 3, 4, 5]], 'attention_mask': [[2, 2, 2, 2], [2, 2, 2, 3, 3]],
+         'seq_lengths': [[4], [3, 2]]}
+        >>> pack_dataset(ds, max_length=4, strategy="fixed").to_dict()["attention_mask"]
+        [[2, 2, 2, 3], [2, 3, 3, 3], [2]]
     """
     max_length = check_length(max_length, "max_length", MIN_ROW_LENGTH, ROW_NEEDS)
     buffer_size = check_length(buffer_size, "buffer_size")

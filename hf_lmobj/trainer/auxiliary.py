@@ -29,20 +29,6 @@ Training logs add each term's mean over the logging interval (``mtp_depth_<k>_lo
 
 Saving writes the stock model where ``from_pretrained`` finds it and the auxiliary parts beside it
 (the models' ``save_pretrained``); resuming from a checkpoint reloads both.
-
-Example:
-    >>> import torch
-    >>> from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
-    >>> from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
-    >>> base = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64))
-    >>> model = MultiTokenPredictionModel(base, MTPConfig(num_depths=2))
-    >>> args = TrainingArguments("out/doctest-mtp", use_cpu=True, report_to=[])
-    >>> trainer = AuxiliaryObjectiveTrainer(model=model, args=args)
-    >>> trainer.objective, trainer.auxiliary
-    ('causal', 'mtp')
-    >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "labels": torch.tensor([[5, 6, 7, 8, 9]])}
-    >>> trainer._get_num_items_in_batch([batch, batch], torch.device("cpu")).tolist()  # depths 0, 1, 2
-    [8, 6, 4]
 """
 
 from __future__ import annotations
@@ -85,6 +71,20 @@ class AuxiliaryObjectiveTrainer(ObjectiveTrainer):
 
     Args: those of ``ObjectiveTrainer``; ``objective`` is implied by an auxiliary model (causal for
     MTP, masked for ELECTRA) and may be left out.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
+        >>> from hf_lmobj.models.mtp import MTPConfig, MultiTokenPredictionModel
+        >>> base = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64))
+        >>> model = MultiTokenPredictionModel(base, MTPConfig(num_depths=2))
+        >>> args = TrainingArguments(tempfile.mkdtemp(), use_cpu=True, report_to=[])
+        >>> trainer = AuxiliaryObjectiveTrainer(model=model, args=args)
+        >>> trainer.objective, trainer.auxiliary
+        ('causal', 'mtp')
+        >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "labels": torch.tensor([[5, 6, 7, 8, 9]])}
+        >>> trainer._get_num_items_in_batch([batch, batch], torch.device("cpu")).tolist()  # depths 0, 1, 2
+        [8, 6, 4]
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
