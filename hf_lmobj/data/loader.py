@@ -9,19 +9,6 @@ It also counts the tokens each source gave (``tokens_by_source``), for the logs 
 
 Not passed through ``accelerator.prepare``: accelerate would dispatch or re-shard batches that are
 already this rank's own; the Trainer moves them to the device.
-
-Example:
-    >>> import datasets
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> from hf_lmobj import DataCollatorForCausalLM
-    >>> from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12, 13]]})
-    >>> stream = PretrainingStream([docs], RowFormat("packed", 4), DataCollatorForCausalLM(tok, max_length=4),
-    ...                            batch_size=2, shuffle=False)
-    >>> loader = PipelineLoader(stream)
-    >>> len(loader), [batch["input_ids"].shape[0] for batch in loader], loader.tokens_by_source.tolist()
-    (2, [2, 1], [9])
 """
 
 from __future__ import annotations
@@ -50,6 +37,19 @@ class PipelineLoader:
     ``num_workers`` is an int >= 0, ``pin_memory`` / ``persistent_workers`` bools, ``prefetch_factor``
     None or an int >= 1, ``multiprocessing_context`` None, a start method's name or a context. An epoch
     in which no rank gets a single row (every source empty) is refused by the sources' names.
+
+    Example:
+        >>> import datasets
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> from hf_lmobj import DataCollatorForCausalLM
+        >>> from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12, 13]]})
+        >>> stream = PretrainingStream([docs], RowFormat("packed", 4), DataCollatorForCausalLM(tok, max_length=4),
+        ...                            batch_size=2, shuffle=False)
+        >>> loader = PipelineLoader(stream)
+        >>> len(loader), [batch["input_ids"].shape[0] for batch in loader], loader.tokens_by_source.tolist()
+        (2, [2, 1], [9])
     """
 
     def __init__(

@@ -19,19 +19,6 @@ Two regimes, chosen by the sources:
 
 A rank with no row left in a step that others still train gets a *ghost batch*: a real batch with
 every target ignored (-100), so all ranks step together and no row is trained twice.
-
-Example:
-    >>> import datasets
-    >>> from hf_lmobj.corpus import build_tokenizer
-    >>> from hf_lmobj import DataCollatorForCausalLM
-    >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-    >>> docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12, 13]]})
-    >>> collator = DataCollatorForCausalLM(tok, max_length=4, packing=True)
-    >>> stream = PretrainingStream([DatasetSource(docs)], RowFormat("packed", 4), collator, batch_size=2, shuffle=False)
-    >>> len(stream), stream.steps_per_epoch()
-    (3, 2)
-    >>> [item["batch"]["input_ids"].shape[0] for item in stream]
-    [2, 1]
 """
 
 from __future__ import annotations
@@ -104,6 +91,19 @@ class PretrainingStream(torch.utils.data.IterableDataset):
 
     Every argument is checked here (a string ``shuffle``, a float seed, duplicate names, an empty
     source are refused by name); an epoch of streams that yields no row at all is refused by the loader.
+
+    Example:
+        >>> import datasets
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> from hf_lmobj import DataCollatorForCausalLM
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12, 13]]})
+        >>> collator = DataCollatorForCausalLM(tok, max_length=4, packing=True)
+        >>> stream = PretrainingStream([DatasetSource(docs)], RowFormat("packed", 4), collator, batch_size=2, shuffle=False)
+        >>> len(stream), stream.steps_per_epoch()
+        (3, 2)
+        >>> [item["batch"]["input_ids"].shape[0] for item in stream]
+        [2, 1]
     """
 
     def __init__(

@@ -19,17 +19,6 @@ Muon needs each matrix whole: a sharded (FSDP2 / DTensor) matrix is gathered on 
 update, orthogonalized there, and each rank keeps its own shard of the result (fine for the small
 models this package trains on CPUs; a large model would shard the Newton-Schulz work across ranks).
 Parameters flattened by FSDP1 or DeepSpeed ZeRO are not matrices any more and are refused.
-
-Example:
-    >>> import torch
-    >>> from transformers import LlamaConfig, LlamaForCausalLM
-    >>> model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-    ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
-    >>> optimizer = MuonAdamW(muon_param_groups(model, weight_decay=0.1), lr=1e-3)
-    >>> [(group["use_muon"], len(group["params"])) for group in optimizer.param_groups]
-    [(True, 7), (False, 2), (False, 3)]
-    >>> model(torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss.backward()
-    >>> optimizer.step()
 """
 
 from __future__ import annotations
@@ -75,6 +64,17 @@ def muon_param_groups(model: nn.Module, weight_decay: float = 0.0) -> list[dict[
     Parameters without ``requires_grad`` (frozen, e.g. under PEFT) are left out. A model with no 2-D
     weight outside its embeddings (flattened by FSDP1 / ZeRO) is refused: Muon would train nothing.
     ``weight_decay`` is checked as ``MuonAdamW`` checks it (finite, >= 0).
+
+    Example:
+        >>> import torch
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+        ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+        >>> optimizer = MuonAdamW(muon_param_groups(model, weight_decay=0.1), lr=1e-3)
+        >>> [(group["use_muon"], len(group["params"])) for group in optimizer.param_groups]
+        [(True, 7), (False, 2), (False, 3)]
+        >>> model(torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss.backward()
+        >>> optimizer.step()
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch nn.Module, got {type(model).__name__}")

@@ -83,6 +83,22 @@ class ObjectiveTrainer(Trainer):
         use_linear_head: False forces the model's own logits (the reference path).
 
     Label smoothing comes from ``TrainingArguments.label_smoothing_factor``.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
+        >>> _ = torch.manual_seed(0)
+        >>> model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=16,
+        ...                                    bos_token_id=0, eos_token_id=0)).eval()
+        >>> args = TrainingArguments(tempfile.mkdtemp(), use_cpu=True, report_to=[])
+        >>> trainer = ObjectiveTrainer(model=model, args=args)  # objective=None: inferred from the model
+        >>> trainer.objective
+        'causal'
+        >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]]),
+        ...          "labels": torch.tensor([[5, 6, 7, 8], [9, 10, -100, -100]])}
+        >>> loss = trainer.compute_loss(model, batch)  # from the hidden states: no [tokens, vocab] logits
+        >>> torch.allclose(loss, model(**batch).loss)  # the model's own loss, exactly
+        True
     """
 
     def __init__(
