@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -93,12 +94,18 @@ def resolve_chunk_size(chunk_size: int | None, vocab_size: int, device_type: str
 
 
 def token_losses_and_grad(
-    logits: torch.Tensor, targets: torch.Tensor, opts: HeadLossOptions, need_grad: bool
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    opts: HeadLossOptions,
+    need_grad: bool,
+    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-row losses of a logits block and, if asked, d(sum of losses)/d(logits), in place.
 
     ``logits`` (C, V) must be a scratch tensor in the accumulation dtype: it is overwritten and
-    returned as the gradient so one block serves both.
+    returned as the gradient so one block serves both. ``work``, another (C, V) tensor of that dtype
+    that does not overlap ``logits`` (its contents are overwritten), holds the logsumexp's temporary
+    instead of a fresh block each call: the same values bit for bit (:func:`logsumexp_rows`).
 
     Example:
         >>> z = torch.tensor([[0.0, 0.0]])
@@ -111,7 +118,7 @@ def token_losses_and_grad(
     if opts.logit_softcap is not None:
         tanh = logits.div_(opts.logit_softcap).tanh_()  # (C, V), kept for the chain rule
         logits = tanh.mul(opts.logit_softcap) if need_grad else tanh.mul_(opts.logit_softcap)
-    lse = torch.logsumexp(logits, dim=-1)  # (C,)
+    lse = torch.logsumexp(logits, dim=-1) if work is None else logsumexp_rows(logits, work)  # (C,)
     target_logit = logits.gather(1, targets[:, None]).squeeze(1)  # (C,)
     losses = lse - (1.0 - eps) * target_logit
     if eps > 0.0:
@@ -131,9 +138,34 @@ def token_losses_and_grad(
     return losses, grad
 
 
-def _head_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, acc: torch.dtype) -> torch.Tensor:
-    """One chunk's logits in the operands' (compute) dtype, returned as a fresh ``acc`` tensor."""
+def logsumexp_rows(logits: torch.Tensor, work: torch.Tensor) -> torch.Tensor:
+    """``torch.logsumexp(logits, dim=-1)`` of a (C, V) block, bit for bit, its (C, V) temporary written into ``work``.
+
+    The same steps as torch's own (the row maxima, infinite ones set to 0, ``exp(logits - max)`` summed, its
+    log plus the maxima), so the values are identical; only the block torch allocates per call is ``work``
+    here (the same shape and dtype as ``logits``, not overlapping it; overwritten).
+
+    Example:
+        >>> z = torch.tensor([[0.0, 1.0, 2.0], [-math.inf, -math.inf, -math.inf], [math.inf, 0.0, 1.0]])
+        >>> torch.equal(logsumexp_rows(z, torch.empty_like(z)), torch.logsumexp(z, dim=-1))
+        True
+    """
+    maxes = logits.amax(dim=-1, keepdim=True)  # (C, 1)
+    maxes.masked_fill_(maxes.abs() == math.inf, 0)
+    lse = torch.sub(logits, maxes, out=work).exp_().sum(dim=-1)  # (C,)
+    return lse.log_().add_(maxes.squeeze(-1))
+
+
+def _head_logits(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, acc: torch.dtype, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One chunk's logits in the operands' (compute) dtype, returned as an ``acc`` tensor: written into ``out``
+    (a (C, V) block of dtype ``acc``, reused across chunks) when the compute dtype is ``acc``, else fresh."""
+    if out is not None and h.dtype == weight.dtype == acc and (bias is None or bias.dtype == acc):
+        return torch.addmm(bias, h, weight.T, out=out) if bias is not None else torch.mm(h, weight.T, out=out)
     logits = torch.addmm(bias, h, weight.T) if bias is not None else h @ weight.T  # (C, V)
+    if out is not None:
+        return out.copy_(logits)  # the same rounding as .to(acc), into the reused block
     return logits.to(acc)  # no copy when compute == accumulation dtype (already a fresh tensor)
 
 

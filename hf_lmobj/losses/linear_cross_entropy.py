@@ -3,9 +3,11 @@
 ``linear_cross_entropy(hidden, weight, targets)`` equals
 ``cross_entropy(hidden @ weight.T + bias, targets)`` in value and gradients, but walks the target
 rows in chunks of ``chunk_size``: each chunk's logits are built, turned into its loss and its
-gradient with respect to the logits, multiplied into ``grad_hidden`` / ``grad_weight`` and freed.
-The gradients are computed during the forward (the backward only scales them by the incoming
-gradient), so the peak extra memory is one ``[chunk_size, vocab]`` block plus the gradient buffers.
+gradient with respect to the logits and multiplied into ``grad_hidden`` / ``grad_weight``, in one
+``[chunk_size, vocab]`` block that every chunk reuses (with a second one for the logsumexp's
+temporary: no fresh block per chunk). The gradients are computed during the forward (the backward
+only scales them by the incoming gradient), so the peak extra memory is those two blocks plus the
+gradient buffers.
 Rows whose target is ``ignore_index`` are dropped before the head is applied and cost nothing (so a
 masked-LM loss runs the head on the selected positions only).
 
@@ -77,10 +79,13 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_w = w.new_zeros(w.shape, dtype=acc) if want_w else None  # (V, H)
         grad_b = w.new_zeros(w.shape[:1], dtype=acc) if want_b else None  # (V,)
         total = h.new_zeros((), dtype=acc)
+        block, work = _chunk_blocks(h.shape[0], w.shape[0], chunk_size, w, acc)  # reused by every chunk
         with _autocast_off(h.device):
             for start in range(0, h.shape[0], chunk_size):
                 h_c, t_c = h[start : start + chunk_size], targets[start : start + chunk_size]
-                losses, g = token_losses_and_grad(_head_logits(h_c, w, b, acc), t_c, opts, need_grad)  # g: (C, V)
+                rows = h_c.shape[0]
+                logits = _head_logits(h_c, w, b, acc, out=block[:rows])  # (C, V)
+                losses, g = token_losses_and_grad(logits, t_c, opts, need_grad, work[:rows])  # g: (C, V)
                 total += losses.sum()
                 if g is None:
                     continue
@@ -177,6 +182,14 @@ def linear_cross_entropy(
     )
 
 
+def _chunk_blocks(rows: int, vocab: int, chunk_size: int, like: torch.Tensor, acc: torch.dtype):
+    """Two ``(min(chunk_size, rows), vocab)`` blocks of dtype ``acc``, the logits and the logsumexp's temporary,
+    allocated once per call and reused by every chunk: two fresh 8 MiB blocks per chunk cost allocations, cold
+    cache lines and, where the allocator hands them back to the system, page faults."""
+    shape = (min(chunk_size, rows), vocab)
+    return like.new_empty(shape, dtype=acc), like.new_empty(shape, dtype=acc)
+
+
 def _route(hidden, weight, targets, bias, process_group, vocab_start, ignore_index: int):
     """``(hidden, weight, targets, bias, None)`` for the single-device path (a replicated DTensor
     head made local), or ``(..., VocabShard)`` for the vocab-parallel one (``vocab_parallel``)."""
@@ -257,9 +270,10 @@ def linear_token_losses(
     w, b = weight.to(compute), None if bias is None else bias.to(compute)
     out = torch.zeros(flat_t.shape, dtype=acc, device=hidden.device)  # (N,)
     step = resolve_chunk_size(chunk_size, weight.shape[0], weight.device.type)
+    block, work = _chunk_blocks(rows.numel(), weight.shape[0], step, w, acc)  # reused by every chunk
     with _autocast_off(hidden.device):
         for start in range(0, rows.numel(), step):
             r = rows[start : start + step]
-            logits = _head_logits(flat_h.index_select(0, r).to(compute), w, b, acc)  # (C, V)
-            out[r] = token_losses_and_grad(logits, kept_t[start : start + step], opts, False)[0]
+            logits = _head_logits(flat_h.index_select(0, r).to(compute), w, b, acc, out=block[: r.numel()])  # (C, V)
+            out[r] = token_losses_and_grad(logits, kept_t[start : start + step], opts, False, work[: r.numel()])[0]
     return out.reshape(targets.shape)
