@@ -7,13 +7,6 @@ loss scores, which collator shapes the batches (a ``"module:Class"`` path that
 :meth:`ObjectiveSpec.collator_class` imports on first use), which architectures and Auto class fit, which card
 and Hub task describe the model, how the recipes prepare its data and what their report shows.
 Code reads these attributes; no module outside this one compares objective names.
-
-Example:
-    >>> spec = get_objective("ul2")
-    >>> spec.encoder_decoder, spec.auto_class, spec.template
-    (True, 'AutoModelForSeq2SeqLM', 'span')
-    >>> get_objective(spec) is spec, objective_names(pretraining=True)[:3]
-    (True, ('causal', 'masked', 'span'))
 """
 
 from __future__ import annotations
@@ -34,6 +27,18 @@ class ObjectiveSpec:
     the targets in place (masked LM). ``data`` says how the recipes shape pre-training text:
     ``"packed"`` rows of whole documents, ``"pieces"`` of one document each, None when the recipes
     do not pre-train it. ``template`` names ``model_cards/<template>.md``.
+
+    Example:
+        >>> causal = OBJECTIVES["causal"]  # every objective word -> its spec
+        >>> causal.next_token, causal.auto_class, causal.data, causal.variants
+        (True, 'AutoModelForCausalLM', 'packed', ('fim', 'mtp'))
+        >>> causal.collator_class().__name__, OBJECTIVES["masked"].labels_in_place
+        ('DataCollatorForCausalLM', True)
+        >>> spec = get_objective("ul2")
+        >>> spec.encoder_decoder, spec.auto_class, spec.template
+        (True, 'AutoModelForSeq2SeqLM', 'span')
+        >>> get_objective(spec) is spec, objective_names(pretraining=True)[:3]
+        (True, ('causal', 'masked', 'span'))
     """
 
     name: str
@@ -102,7 +107,7 @@ _SPECS = (
     ObjectiveSpec(
         "causal", "Causal language modeling (CLM, GPT)", f"Decoder-only; {_CAUSAL}.", next_token=True,
         encoder_decoder=False, auto_class="AutoModelForCausalLM", task="text-generation",
-        pipeline_tag="text-generation", template="causal", architectures=("llama", "gpt2"),
+        pipeline_tag="text-generation", template="causal", architectures=("llama", "gpt2", "qwen3"),
         collator="hf_lmobj.collators.causal:DataCollatorForCausalLM", data="packed", variants=("fim", "mtp"),
     ),
     ObjectiveSpec(

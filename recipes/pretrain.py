@@ -52,6 +52,7 @@ from hf_lmobj.trainer.cpu_threads import thread_control
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.resume import ResumePlan, begin_new_run, complete_run_line, plan_resume, step_budget
 from hf_lmobj.trainer.teardown import close_distributed
+from hf_lmobj.trainer.time_estimate import TimeEstimateCallback
 
 from .report.infilling import check_comparable_baseline, infilling_cases, validation_infilling
 from .report.pretrain_report import contamination_figures, sample_continuation, score_validation_texts, write_and_report
@@ -126,7 +127,8 @@ def setup(args: PretrainArguments, resume: ResumePlan) -> Run:
             _prepare_data(run, model, sources, tokenizer_record)
     trainer_class = AuxiliaryObjectiveTrainer if args.auxiliary.auxiliary_objective else ObjectiveTrainer
     run.trainer = trainer_class(
-        model=model, args=train_args, callbacks=[*run.data.callbacks, *([run.threads] if run.threads else [])],
+        model=model, args=train_args, callbacks=[*run.data.callbacks, *([run.threads] if run.threads else []),
+                                                 TimeEstimateCallback()],
         data_collator=run.data.collator, train_dataset=run.data.train_dataset, eval_dataset=run.data.eval_dataset,
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(args.optimizer, train_args),
         ignore_data_fingerprint=data_args.ignore_data_fingerprint,

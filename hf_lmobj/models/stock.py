@@ -1,6 +1,7 @@
 """Small models of stock architectures, built from config for each objective (no download).
 
-``build_model`` returns a stock ``transformers`` model: a Llama or GPT-2 decoder for ``causal``, a
+``build_model`` returns a stock ``transformers`` model: a Llama, GPT-2 or Qwen3 (Llama with normalized queries
+and keys) decoder for ``causal``, a
 BERT or RoBERTa encoder for ``masked``, a T5 encoder-decoder for ``span`` and ``ul2``, a BART for
 ``text_infilling`` (each objective's ``architectures`` in :mod:`hf_lmobj.objectives`). With ``model_name_or_path`` it loads that checkpoint instead, through
 the normal ``from_pretrained`` path (a Hub id or a local folder).
@@ -28,7 +29,7 @@ import transformers
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.checks import check_length, check_name, check_number
+from hf_lmobj.checks import check_flag, check_length, check_name, check_number
 from hf_lmobj.objectives import OBJECTIVES, get_objective
 
 #: Pre-training objective -> the model types built from config for it (the first is the default).
@@ -58,6 +59,15 @@ class ModelArguments:
     max_position_embeddings: int = field(default=1024, metadata={"help": "Longest position the model supports."})
     dropout: float = field(default=0.0, metadata={"help": "Dropout of the model built from config."})
     attn_implementation: str = field(default="sdpa", metadata={"help": "eager | sdpa | flash_attention_2."})
+    hidden_act: str | None = field(
+        default=None, metadata={"help": "Llama / Qwen3 MLP activation (e.g. silu, relu2); None = the architecture's."}
+    )
+    tie_word_embeddings: bool = field(
+        default=True, metadata={"help": "Llama / Qwen3: the output head shares the input embedding matrix."}
+    )
+    zero_init_head: bool = field(
+        default=False, metadata={"help": "Start an untied output head at zero (tie_word_embeddings false)."}
+    )
 
     def __post_init__(self) -> None:
         self.model_name_or_path = check_name(self.model_name_or_path, "model_name_or_path", optional=True)
@@ -73,6 +83,15 @@ class ModelArguments:
             raise ValueError("hidden_size must be a multiple of num_attention_heads")
         self.dropout = check_number(self.dropout, "dropout", 0.0, 1.0, high_open=True)
         self.attn_implementation = check_name(self.attn_implementation, "attn_implementation")
+        self.hidden_act = check_name(self.hidden_act, "hidden_act", optional=True)
+        if self.hidden_act is not None and self.hidden_act not in transformers.activations.ACT2FN:
+            raise ValueError(f"hidden_act {self.hidden_act!r} is not an activation transformers knows (e.g. silu, "
+                             "relu2, gelu)")  # fmt: skip
+        self.tie_word_embeddings = check_flag(self.tie_word_embeddings, "tie_word_embeddings")
+        self.zero_init_head = check_flag(self.zero_init_head, "zero_init_head")
+        if self.zero_init_head and self.tie_word_embeddings:
+            raise ValueError("zero_init_head needs an untied head: pass tie_word_embeddings false too (a tied head "
+                             "is the input embedding, which must not start at zero)")  # fmt: skip
 
 
 def build_model(
@@ -81,11 +100,26 @@ def build_model(
     """A stock model for ``objective``: loaded from ``args.model_name_or_path`` or built from config."""
     args = args or ModelArguments()
     model_type = resolve_model_type(objective, args)
+    _check_decoder_options(model_type, args)
     auto_class = getattr(transformers, get_objective(objective).auto_class)
     if args.model_name_or_path:
         return auto_class.from_pretrained(args.model_name_or_path, attn_implementation=args.attn_implementation)
     config = _small_config(model_type, tokenizer, args)
-    return auto_class.from_config(config, attn_implementation=args.attn_implementation)
+    model = auto_class.from_config(config, attn_implementation=args.attn_implementation)
+    if args.zero_init_head:  # modded-nanogpt's untied head starting at zero: the first steps shape the features
+        nn.init.zeros_(model.get_output_embeddings().weight)
+    return model
+
+
+def _check_decoder_options(model_type: str, args: ModelArguments) -> None:
+    """The Llama / Qwen3 options are refused for a checkpoint or another architecture rather than ignored."""
+    changed = [name for name, value, default in (("hidden_act", args.hidden_act, None),
+               ("tie_word_embeddings", args.tie_word_embeddings, True), ("zero_init_head", args.zero_init_head, False))
+               if value != default]  # fmt: skip
+    if changed and (args.model_name_or_path or model_type not in ("llama", "qwen3")):
+        built = f"checkpoint {args.model_name_or_path}" if args.model_name_or_path else f"model_type {model_type!r}"
+        raise ValueError(f"{', '.join(changed)} shape a Llama / Qwen3 built from config, not the {built}; "
+                         "leave them at their defaults")  # fmt: skip
 
 
 def resolve_model_type(objective: str, args: ModelArguments) -> str:
@@ -113,17 +147,19 @@ def _small_config(model_type: str, tok: PreTrainedTokenizerBase, a: ModelArgumen
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
     )
-    if model_type == "llama":
-        inter = a.intermediate_size or _round_up(8 * h // 3, 64)
-        return transformers.LlamaConfig(
+    if model_type in ("llama", "qwen3"):
+        extra = {"head_dim": h // heads} if model_type == "qwen3" else {}
+        return (transformers.LlamaConfig if model_type == "llama" else transformers.Qwen3Config)(
             hidden_size=h,
             num_hidden_layers=layers,
             num_attention_heads=heads,
             num_key_value_heads=heads,
-            intermediate_size=inter,
-            tie_word_embeddings=True,
+            intermediate_size=a.intermediate_size or _round_up(8 * h // 3, 64),
+            hidden_act=a.hidden_act or "silu",
+            tie_word_embeddings=a.tie_word_embeddings,
             max_position_embeddings=a.max_position_embeddings,
             attention_dropout=a.dropout,
+            **extra,
             **special,
         )
     inter = a.intermediate_size or 4 * h

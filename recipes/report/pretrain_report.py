@@ -32,7 +32,7 @@ from hf_lmobj.objectives import get_objective
 from ..runtime.after_training import write_metrics
 from ..runtime.phase_timer import PhaseTimer
 from .infilling import print_fim_comparison
-from .report_arguments import ReportArguments
+from .report_arguments import ReportArguments, reference_line
 
 if TYPE_CHECKING:
     from ..runtime.pretrain_run import Run
@@ -105,6 +105,9 @@ def write_and_report(run: Run, metrics: dict, baselines: dict[str, float]) -> No
         for line in domain_lines(metrics):
             print(f"  {line}")
         print_fim_comparison(metrics, run.args.fim.fim_baseline_metrics)
+        reference = reference_line(run.args.report.reference_max_steps, run.trainer.state.max_steps)
+        if reference is not None:
+            print(f"  {reference}")
     _print_time(run, metrics)
     if run.sample is not None:
         print(f"  sample ({run.args.report.sample_prompt!r}, top_p={run.args.report.sample_top_p}):")

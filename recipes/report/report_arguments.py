@@ -53,6 +53,13 @@ class ReportArguments:
         default=True, metadata={"help": "causal: scan the training tokens for the validation text's n-grams."}
     )
     contamination_ngram: int = field(default=13, metadata={"help": "Tokens per n-gram of the contamination scan."})
+    reference_max_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Steps the config's published figure is measured at (the demo's README figure); a run of "
+            "other max_steps says its figure is not that one. None = no reference."
+        },
+    )
     sample_prompt: str = field(default="def ", metadata={"help": "Prompt of the sampled continuation (causal models)."})
     sample_max_new_tokens: int = field(default=64, metadata={"help": "Length of the sampled continuation."})
     sample_top_p: float = field(default=0.9, metadata={"help": "Nucleus of the sampled continuation."})
@@ -89,6 +96,25 @@ class ReportArguments:
             self.sample_top_p, "sample_top_p", 0.0, 1.0, low_open=True, hint="the nucleus mass; 1 = off"
         )
         self.sample_seed = check_seed(self.sample_seed, "sample_seed")
+        self.reference_max_steps = check_length(self.reference_max_steps, "reference_max_steps", 1,
+                                                "None = no reference figure", optional=True)  # fmt: skip
+
+
+def reference_line(reference_max_steps: int | None, max_steps: int) -> str | None:
+    """Whether this run's figure is the config's published one: the same steps, or not (a shorter demo).
+
+    Example:
+        >>> reference_line(5000, 1000)
+        "reference: this config's published figure is measured at 5,000 steps; this run trained 1,000, so its figure is not the reference one"
+        >>> reference_line(5000, 5000), reference_line(None, 10)
+        ('reference: 5,000 steps, the steps of the published figure', None)
+    """
+    if reference_max_steps is None:
+        return None
+    if reference_max_steps == max_steps:
+        return f"reference: {max_steps:,} steps, the steps of the published figure"
+    return (f"reference: this config's published figure is measured at {reference_max_steps:,} steps; this run "
+            f"trained {max_steps:,}, so its figure is not the reference one")  # fmt: skip
 
 
 def check_ngram_orders(orders: Any) -> list[int]:

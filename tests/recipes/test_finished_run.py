@@ -19,7 +19,7 @@ from tests.testing_utils import QUICK, ROOT, load_recipe
 COMMON = [
     "--config", str(ROOT / "recipes/configs/causal/demo.yaml"), *QUICK, "--max_steps", "4",
     "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "no", "--ngram_orders", "3",
-    "--sample_max_new_tokens", "4",
+    "--sample_max_new_tokens", "4", "--max_train_minutes", "7",  # a budgeted run: its first start fixed max_steps
 ]  # fmt: skip
 KEPT = ("README.md", "metrics.json", "model.safetensors", "trainer_state.json", "run_decisions.json")
 

@@ -37,3 +37,27 @@ def test_bad_model_arguments(tokenizer):
         ModelArguments(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="hidden_size"):
         ModelArguments(hidden_size=0)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_the_demo_levers_shape_the_built_decoder(tokenizer, model_type):
+    args = ModelArguments(model_type=model_type, hidden_act="relu2", tie_word_embeddings=False, zero_init_head=True,
+                          **TINY)  # fmt: skip
+    model = build_model("causal", tokenizer, args)
+    assert model.config.hidden_act == "relu2" and not model.config.tie_word_embeddings
+    assert model.lm_head.weight.count_nonzero() == 0 and model.model.embed_tokens.weight.count_nonzero() > 0
+    tied = build_model("causal", tokenizer, ModelArguments(model_type=model_type, **TINY))
+    assert tied.lm_head.weight is tied.model.embed_tokens.weight and tied.config.hidden_act == "silu"
+    assert hasattr(model.model.layers[0].self_attn, "q_norm") == (model_type == "qwen3")  # QK-norm
+
+
+@pytest.mark.parametrize(("kwargs", "objective", "error", "words"), [
+    ({"hidden_act": "swish9"}, "causal", ValueError, "hidden_act 'swish9' is not an activation"),
+    ({"zero_init_head": True}, "causal", ValueError, "zero_init_head needs an untied head"),
+    ({"tie_word_embeddings": "no"}, "causal", TypeError, "tie_word_embeddings must be True or False"),
+    ({"hidden_act": "relu2", "model_type": "gpt2"}, "causal", ValueError, "hidden_act shape a Llama / Qwen3"),
+    ({"tie_word_embeddings": False, "model_type": "bert"}, "masked", ValueError, "not the model_type 'bert'"),
+])  # fmt: skip
+def test_the_decoder_levers_are_refused_where_they_do_not_apply(tokenizer, kwargs, objective, error, words):
+    with pytest.raises(error, match=words):
+        build_model(objective, tokenizer, ModelArguments(**{**TINY, **kwargs}))
