@@ -5,8 +5,7 @@ A *block* is a group of documents laid out together. Two row kinds:
 * ``"packed"`` (causal): best-fit-decreasing of the block's documents into rows of at most
   ``max_length`` tokens; a document longer than a row is cut into chunks. A row is one feature
   ``{"input_ids": ids, "seq_lengths": [...]}`` (ids an int64 array) that :class:`~hf_lmobj.DataCollatorForCausalLM`
-  keeps as one row, each chunk its own document. With ``piece_tokens`` each document is first cut into
-  consecutive pieces of that many tokens (the last shorter), each packed as a document of its own.
+  keeps as one row, each chunk its own document.
 * ``"pieces"`` (masked, span, UL2, text infilling): each document cut into consecutive near-equal
   pieces of at most ``max_length`` tokens (so no piece of a 2+ token document is a lone token); one piece
   is one feature ``{"input_ids": [...]}`` that the objective's collator masks or corrupts on its own.
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from hf_lmobj.checks import check_count, check_length
-from hf_lmobj.packing.rows import chunk_documents, pack_layout
+from hf_lmobj.packing.rows import pack_layout
 
 ROW_KINDS = ("packed", "pieces")
 
@@ -43,28 +42,16 @@ class RowFormat:
         ([1, 2, 3, 4, 5], [3, 2])
         >>> block_layout(np.array([5, 2]), RowFormat("pieces", 2)).chunk_len.tolist()
         [1, 2, 2, 2]
-        >>> block_layout(np.array([7, 2]), RowFormat("packed", 5, piece_tokens=3)).chunk_len.tolist()
-        [3, 2, 3, 1]
     """
 
     kind: str
     max_length: int
-    piece_tokens: int | None = None  # packed: documents cut into pieces of at most this many tokens before packing
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or self.kind not in ROW_KINDS:
             raise ValueError(f"row kind must be one of {ROW_KINDS}, got {self.kind!r}")
         length = check_length(self.max_length, "max_length", 2, "a row needs a token and the next one")
         object.__setattr__(self, "max_length", length)  # a numpy int becomes an int (fingerprints are JSON)
-        pieces = check_length(self.piece_tokens, "piece_tokens", 2, "a token and the next one", optional=True)
-        if pieces is not None and (self.kind != "packed" or pieces > length):
-            raise ValueError(f"piece_tokens cuts documents for packed rows, into pieces of at most max_length "
-                             f"{length} tokens; got {pieces} for {self.kind!r} rows")  # fmt: skip
-        object.__setattr__(self, "piece_tokens", pieces)
-
-    def describe(self) -> list:
-        """The format as a fingerprint records it."""
-        return [self.kind, self.max_length] + ([] if self.piece_tokens is None else [self.piece_tokens])
 
 
 @dataclass(frozen=True)
@@ -132,10 +119,7 @@ def block_layout(lengths: np.ndarray, fmt: RowFormat) -> BlockLayout:
         total, parts = lengths[docs], np.repeat(count, count)
         starts, ends = total * rank // parts, total * (rank + 1) // parts
         return BlockLayout(docs, starts, ends - starts, np.arange(docs.size + 1))
-    starts, sizes = doc_starts[keep], lengths[keep]  # (K,) each
-    if fmt.piece_tokens is not None:  # each document's consecutive pieces, packed as documents of their own
-        starts, sizes, _ = chunk_documents(starts, sizes, fmt.piece_tokens)  # (P,) each
-    layout = pack_layout(starts, sizes, fmt.max_length)
+    layout = pack_layout(doc_starts[keep], lengths[keep], fmt.max_length)
     order = np.lexsort((layout.offsets, layout.rows))  # (C,) chunks in row order
     starts, sizes, rows = layout.starts[order], layout.lengths[order], layout.rows[order]
     docs = np.searchsorted(doc_starts, starts, side="right") - 1  # (C,) owning document (the last starting there)

@@ -271,7 +271,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
             "sources": [s.fingerprint() for s in self.sources],
             "names": self.names,
             "weights": None if self.weights is None else [round(float(w), 12) for w in self.weights],
-            "rows": self.row_format.describe(),
+            "rows": [self.row_format.kind, self.row_format.max_length],
             "block_documents": self.block_documents,
             "seed": self.seed,
             "shuffle": self.shuffle,

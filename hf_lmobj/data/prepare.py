@@ -67,13 +67,6 @@ class DataArguments:
     max_length: int = field(
         default=256, metadata={"help": "Tokens per row (causal, masked) or encoder input length (span, ul2)."}
     )
-    piece_tokens: int | None = field(
-        default=None,
-        metadata={
-            "help": "causal: cut each document (BOS ... EOS) into consecutive pieces of N tokens (the last shorter) "
-            "and pack each piece as a document of its own; None = whole documents, cut only at max_length."
-        },
-    )
     mlm_probability: float = field(default=0.15, metadata={"help": "masked: share of tokens selected."})
     whole_word_mask: bool = field(default=False, metadata={"help": "masked: select whole words."})
     noise_density: float = field(default=0.15, metadata={"help": "span: share of tokens corrupted."})
@@ -109,7 +102,11 @@ class DataArguments:
         },
     )
     block_documents: int = field(
-        default=1000, metadata={"help": "Streaming / token store: documents packed together (more packs tighter)."}
+        default=1000,
+        metadata={
+            "help": "Documents laid out together, their rows shuffled together (more packs tighter and mixes "
+            "more; a small corpus trains best in one block)."
+        },
     )
     max_validation_documents: int = field(
         default=100,
@@ -148,15 +145,6 @@ class DataArguments:
             self.vocab_size = check_length(self.vocab_size, "vocab_size", least, "the 256 bytes + the special tokens")
         self.max_length = check_length(self.max_length, "max_length", 2, "a token and the next one")
         self.max_eval_rows = check_length(self.max_eval_rows, "max_eval_rows", 1, "None = all", optional=True)
-        self.piece_tokens = check_length(self.piece_tokens, "piece_tokens", 2, "a token and the next", optional=True)
-        if self.piece_tokens is not None and spec.data != "packed":
-            raise ValueError(
-                f"piece_tokens cuts documents for packed rows (causal); the {spec.name} objective cuts its own "
-                "pieces of max_length: set piece_tokens null"
-            )
-        if self.piece_tokens is not None and self.piece_tokens > self.max_length:
-            raise ValueError(f"piece_tokens {self.piece_tokens} must be <= max_length {self.max_length} (a longer "
-                             "document is cut at max_length anyway); lower it or set piece_tokens null")  # fmt: skip
         if spec.labels_in_place:
             self.mlm_probability = check_number(self.mlm_probability, "mlm_probability", 0.0, 1.0, low_open=True,
                                                 hint="the share of tokens selected (BERT: 0.15)")  # fmt: skip
@@ -251,13 +239,11 @@ def objective_collator(
         >>> _, rows, _ = objective_collator(get_objective("masked"), build_tokenizer(512, max_documents=20),
         ...                                 DataArguments(objective="masked", max_length=64), None, 0)
         >>> rows
-        RowFormat(kind='pieces', max_length=64, piece_tokens=None)
+        RowFormat(kind='pieces', max_length=64)
     """
     if spec.data == "packed":
         collator = packed_collator(tokenizer, args.max_length, model)
-        pieces = {} if args.piece_tokens is None else {"piece_tokens": args.piece_tokens}
-        return collator, RowFormat("packed", args.max_length, args.piece_tokens), {
-            "max_length": args.max_length, "packing": True, **pieces}  # fmt: skip
+        return collator, RowFormat("packed", args.max_length), {"max_length": args.max_length, "packing": True}
     if spec.labels_in_place and spec.data == "pieces":
         from hf_lmobj.collators.masked import DataCollatorForMaskedLM
 

@@ -107,9 +107,6 @@ def _fim_encoder(spec: ObjectiveSpec, tokenizer, args: DataArguments, fim_args: 
 
     if "fim" not in spec.variants:
         raise ValueError(f"FIM trains causal LMs: objective must be 'causal', got {spec.name!r}")
-    if args.piece_tokens is not None:
-        raise ValueError(f"fim_rate > 0 cuts pieces of max_length - {PIECE_SLACK} tokens itself, and piece_tokens "
-                         f"{args.piece_tokens} would cut the FIM'd ones again; set piece_tokens null")  # fmt: skip
     fim = FimTransform(tokenizer, fim_args.fim_rate, fim_args.fim_spm_rate, fim_args.fim_level)
     return FimPieces(fim, args.max_length - PIECE_SLACK, seed)
 

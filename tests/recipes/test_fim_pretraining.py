@@ -72,41 +72,6 @@ def test_fim_runs_train_fimmed_pieces(tokenizer, corpus):
         )
 
 
-def test_piece_tokens_pack_pieces_of_at_most_n_tokens_on_every_path(tokenizer, corpus):
-    data_args = DataArguments(max_length=64, max_eval_rows=None, piece_tokens=40)
-    data = prepare_run_data(open_sources(data_args, corpus), "causal", tokenizer, data_args, 4)
-    assert data.hyperparameters["piece_tokens"] == 40 and data.train_dataset.row_format.piece_tokens == 40
-    seen = []
-    for item in data.train_dataset:
-        batch = item["batch"]  # positions restart at 0 on each piece: a piece never sees another
-        seen.append(batch["position_ids"].max().item())
-        if len(seen) == 20:
-            break
-    assert max(seen) == 39  # no piece is longer than 40 tokens, and some are 40 (whole documents: 63)
-    whole = DataArguments(max_length=64, max_eval_rows=None)
-    plain = prepare_run_data(open_sources(whole, corpus), "causal", tokenizer, whole, 4)
-    assert plain.train_dataset.fingerprint() != data.train_dataset.fingerprint()  # a resume sees the change
-    assert max(item["batch"]["position_ids"].max().item() for item, _ in zip(plain.train_dataset, range(20))) == 63
-
-
-def test_piece_tokens_and_fim_are_not_given_together(tokenizer, corpus):
-    data_args = DataArguments(max_length=64, piece_tokens=40)
-    with pytest.raises(ValueError, match="would cut the FIM'd ones again; set piece_tokens null"):
-        prepare_run_data(open_sources(data_args, corpus), "causal", tokenizer, data_args, 4,
-                         fim_args=FimArguments(fim_rate=0.5))  # fmt: skip
-
-
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"piece_tokens": 1}, ValueError, "piece_tokens must be an int >= 2"),
-    ({"piece_tokens": 8.0}, TypeError, "piece_tokens must be an int"),
-    ({"piece_tokens": 300}, ValueError, "piece_tokens 300 must be <= max_length 256"),
-    ({"piece_tokens": 64, "objective": "masked"}, ValueError, "piece_tokens cuts documents for packed rows"),
-])  # fmt: skip
-def test_piece_tokens_is_checked_where_it_enters(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        DataArguments(**kwargs)
-
-
 @pytest.mark.parametrize("kwargs, match", [
     ({"fim_rate": 1.2}, "fim_rate must be a number in \\[0, 1\\]"), ({"fim_spm_rate": -1}, "fim_spm_rate"),
     ({"fim_level": "word"}, "fim_level"), ({"infill_cases": -1}, "infill_cases must be an int >= 0"),
