@@ -34,6 +34,8 @@ from hf_lmobj.objectives import OBJECTIVES, get_objective
 
 #: Pre-training objective -> the model types built from config for it (the first is the default).
 OBJECTIVE_ARCHITECTURES = {name: spec.architectures for name, spec in OBJECTIVES.items() if spec.architectures}
+#: The decoders built from config with rotary positions (Qwen3: a Llama with RMS-normed queries and keys).
+ROTARY_DECODERS = ("llama", "qwen3")
 
 
 @dataclass
@@ -116,7 +118,7 @@ def _check_decoder_options(model_type: str, args: ModelArguments) -> None:
     changed = [name for name, value, default in (("hidden_act", args.hidden_act, None),
                ("tie_word_embeddings", args.tie_word_embeddings, True), ("zero_init_head", args.zero_init_head, False))
                if value != default]  # fmt: skip
-    if changed and (args.model_name_or_path or model_type not in ("llama", "qwen3")):
+    if changed and (args.model_name_or_path or model_type not in ROTARY_DECODERS):
         built = f"checkpoint {args.model_name_or_path}" if args.model_name_or_path else f"model_type {model_type!r}"
         raise ValueError(f"{', '.join(changed)} shape a Llama / Qwen3 built from config, not the {built}; "
                          "leave them at their defaults")  # fmt: skip
@@ -147,7 +149,7 @@ def _small_config(model_type: str, tok: PreTrainedTokenizerBase, a: ModelArgumen
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
     )
-    if model_type in ("llama", "qwen3"):
+    if model_type in ROTARY_DECODERS:
         extra = {"head_dim": h // heads} if model_type == "qwen3" else {}
         return (transformers.LlamaConfig if model_type == "llama" else transformers.Qwen3Config)(
             hidden_size=h,

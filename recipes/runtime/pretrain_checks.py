@@ -35,6 +35,7 @@ from hf_lmobj.data.prepare import DataArguments, row_positions
 from hf_lmobj.data.prepare_fim import FimArguments, check_fim_fits
 from hf_lmobj.models.pretraining import AuxiliaryArguments, check_auxiliary_fits, token_predictor
 from hf_lmobj.models.stock import (
+    ROTARY_DECODERS,
     ModelArguments,
     check_positions,
     model_position_limit,
@@ -93,7 +94,7 @@ def configured_positions(
     model_type = resolve_model_type(objective, model_args)
     if model_type == "t5":
         return None, False, "T5's relative positions"
-    return model_args.max_position_embeddings, model_type == "llama", "--max_position_embeddings"
+    return model_args.max_position_embeddings, model_type in ROTARY_DECODERS, "--max_position_embeddings"
 
 
 def check_built_model(

@@ -315,6 +315,17 @@ def test_check_built_model_reads_the_models_own_positions(tok, objective, aux, s
         check_built_model(model, tok, data_args, ReportArguments(sample_max_new_tokens=4), model_args)
 
 
+@pytest.mark.parametrize(("model_type", "rotary"), [("llama", True), ("qwen3", True), ("gpt2", False)])
+def test_a_rotary_decoder_built_from_config_may_sample_past_its_positions(model_type, rotary):
+    from hf_lmobj.models.stock import ModelArguments
+    from hf_lmobj.recipes.runtime.pretrain_checks import configured_positions
+
+    limit, is_rotary, _ = configured_positions(
+        "causal", ModelArguments(model_type=model_type, max_position_embeddings=64)
+    )
+    assert (limit, is_rotary) == (64, rotary)  # a position table (GPT-2) refuses a longer sample; rotary ones do not
+
+
 def test_check_built_model_counts_the_sample_prompt_and_needs_something_to_continue(tok):
     from hf_lmobj.data.prepare import DataArguments
     from hf_lmobj.recipes.report.report_arguments import ReportArguments
