@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import hf_lmobj
-from tests.test_readme_layout import layout_entries
+from tests.test_docs_layout import LAYOUT, layout_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hf_lmobj"
@@ -122,10 +122,10 @@ def _top_groups() -> list[tuple[str, list[str]]]:
 def test_the_top_face_is_grouped_by_package_each_name_also_in_its_package_face():
     groups = _top_groups()
     packages = [package for package, _ in groups]
-    layout = [e.removesuffix("/").removesuffix(".py") for e in layout_entries((ROOT / "README.md").read_text())]
+    layout = [e.removesuffix("/").removesuffix(".py") for e in layout_entries(LAYOUT.read_text())]
     order = [e.replace("/", ".") for e in layout if e.count("/") == 1 and e.startswith("hf_lmobj/")]
     assert len(set(packages)) == len(packages), f"one group per package: {packages}"
-    assert packages == [p for p in order if p in packages], f"groups in the README layout's order {order}"
+    assert packages == [p for p in order if p in packages], f"groups in docs/layout.md's order {order}"
     homes = _type_checking_imports(PACKAGE / "__init__.py")
     for package, names in groups:
         home = importlib.import_module(package)
@@ -149,12 +149,12 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_face():
     assert hf_lmobj.metrics.sums.__name__ == "hf_lmobj.metrics.sums"  # a submodule is an attribute, as once imported
 
 
-def test_the_readme_table_of_names_follows_the_top_face():
-    """README's table of the top face's names: one row per group of ``hf_lmobj.__all__``, the same names."""
-    readme = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| `(hf_lmobj\.\w+)` \| (.+) \|$", readme, flags=re.MULTILINE)
-    listed = [(package, re.sub(r"\(.*?\)|: .*", "", names)) for package, names in rows]  # no asides, no description
-    table = [(package, re.findall(r"`(\w+)`", names)) for package, names in listed]
+def test_the_reference_table_of_names_follows_the_top_face():
+    """The API reference's table of the top face's names (docs/reference/index.md): one row per group of
+    ``hf_lmobj.__all__``, in its order, the same names."""
+    page = (ROOT / "docs" / "reference" / "index.md").read_text()
+    rows = re.findall(r"^\| \[`(hf_lmobj\.\w+)`\]\(\w+\.md\) \| (.+) \|$", page, flags=re.MULTILINE)
+    table = [(package, re.findall(r"\[`(\w+)`(?: \(.*?\))?\]\[", names)) for package, names in rows]
     assert table == _top_groups()
 
 

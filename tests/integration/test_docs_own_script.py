@@ -1,4 +1,4 @@
-"""README's "The recipes' parts in your own script" runs as printed: it trains, writes its card, refuses a
+"""The recipes guide's "The recipes' parts in your own script" (docs/guides/recipes.md) runs as printed: it trains, writes its card, refuses a
 rerun over its checkpoints, and continues with ``--resume_from_checkpoint last``."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import pytest
 
 from tests.testing_utils import REPO
 
-HEADING = "### The recipes' parts in your own script"
+HEADING = "## The recipes' parts in your own script"
+PAGE = REPO / "docs" / "guides" / "recipes.md"
 
 
-def readme_script() -> str:
-    """The first ``python`` block after :data:`HEADING` in README.md."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def own_script() -> str:
+    """The first ``python`` block after :data:`HEADING` in :data:`PAGE`."""
+    text = PAGE.read_text(encoding="utf-8")
     section = text[text.index(HEADING) :]
     start = section.index("```python\n") + len("```python\n")
     return section[start : section.index("```\n", start)]
@@ -32,9 +33,9 @@ def _run(script: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow  # three runs of the script (~25 s)
-def test_the_readme_script_trains_refuses_a_rerun_and_resumes(tmp_path):
+def test_the_own_script_trains_refuses_a_rerun_and_resumes(tmp_path):
     script = tmp_path / "own.py"
-    script.write_text(readme_script(), encoding="utf-8")
+    script.write_text(own_script(), encoding="utf-8")
     flags = [
         "--output_dir",
         "out",

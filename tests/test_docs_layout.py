@@ -1,4 +1,5 @@
-"""README's layout section agrees with the tree: every entry it names exists, every package and recipe folder is named."""
+"""The documentation's layout page (docs/layout.md) agrees with the tree: every entry it names exists, every package
+and recipe folder is named."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+LAYOUT = REPO / "docs" / "layout.md"
 ENTRY = re.compile(r"^( *)(\S+?/|\S+\.py)(?:\s|$)")  # "  data/   the pipeline ..." or "  corpus.py  ..."
 
 
@@ -38,15 +40,15 @@ def folders_to_name() -> set[str]:
 
 
 def test_every_entry_of_the_layout_exists():
-    entries = layout_entries((REPO / "README.md").read_text(encoding="utf-8"))
+    entries = layout_entries(LAYOUT.read_text(encoding="utf-8"))
     missing = [e for e in entries if not (REPO / e).exists()]
-    assert not missing, f"README's layout names {missing}, which the tree does not hold"
+    assert not missing, f"docs/layout.md names {missing}, which the tree does not hold"
 
 
 def test_every_package_and_recipe_folder_is_in_the_layout():
-    entries = set(layout_entries((REPO / "README.md").read_text(encoding="utf-8")))
+    entries = set(layout_entries(LAYOUT.read_text(encoding="utf-8")))
     unnamed = sorted(folders_to_name() - entries)
-    assert not unnamed, f"README's layout does not name {unnamed}"
+    assert not unnamed, f"docs/layout.md does not name {unnamed}"
 
 
 def test_the_parser_nests_entries_and_skips_descriptions():
