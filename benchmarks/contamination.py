@@ -113,8 +113,8 @@ def naive_scan(eval_docs: list[list[int]], train_docs: list[list[int]]) -> np.nd
 
 
 def section_a(args: argparse.Namespace, folder: Path) -> None:
-    from hf_lmobj.data import write_token_store
-    from hf_lmobj.data.contamination import ContaminationIndex
+    from hf_lmobj.contamination.index import ContaminationIndex
+    from hf_lmobj.store import write_token_store
 
     rng = np.random.default_rng(0)
     train = documents(rng, args.tokens)
@@ -160,9 +160,9 @@ def prose(rng: np.random.Generator, words: list[str], count: int) -> str:
 def section_b(args: argparse.Namespace) -> None:
     import datasets
 
+    from hf_lmobj.contamination.index import ContaminationIndex, normalized_words
     from hf_lmobj.corpus import build_tokenizer
     from hf_lmobj.data import TextStream
-    from hf_lmobj.data.contamination import ContaminationIndex, normalized_words
     from hf_lmobj.plain_text import encode_plain
 
     rng = np.random.default_rng(1)

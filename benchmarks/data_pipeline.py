@@ -211,7 +211,8 @@ def build_stream(kind: str, location: Path, limit_batches: int | None = None):
     import datasets
 
     from hf_lmobj.collators.causal import DataCollatorForCausalLM
-    from hf_lmobj.data import PretrainingStream, RowFormat, TextStream, TokenStore
+    from hf_lmobj.data import PretrainingStream, RowFormat, TextStream
+    from hf_lmobj.store import TokenStore
 
     datasets.disable_progress_bars()
     tok = tokenizer()
@@ -247,7 +248,7 @@ def child_pipeline(kind: str, location: Path, workers: int) -> dict[str, Any]:
 def child_store_write(folder: Path, store: Path) -> dict[str, Any]:
     import datasets
 
-    from hf_lmobj.data import tokenize_to_token_store
+    from hf_lmobj.store import tokenize_to_token_store
 
     datasets.disable_progress_bars()
     tok = tokenizer()

@@ -97,7 +97,7 @@ def ours_dataset(files: list[str], tok):
 
 def stock_dataset(files: list[str], tok):
     from hf_lmobj import pack_dataset
-    from hf_lmobj.data.sources import encode_texts_as_documents
+    from hf_lmobj.plain_text import encode_texts_as_documents
 
     def tokenize(batch):
         return {"input_ids": [d.tolist() for d in encode_texts_as_documents(tok, batch["text"], True, True)]}

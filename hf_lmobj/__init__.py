@@ -43,9 +43,6 @@ if TYPE_CHECKING:
         PretrainingStream,
         RowFormat,
         TextStream,
-        TokenStore,
-        tokenize_to_token_store,
-        write_token_store,
     )
     from hf_lmobj.fim import (
         DataCollatorForFillInTheMiddle,
@@ -77,6 +74,7 @@ if TYPE_CHECKING:
     from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
     from hf_lmobj.optim import MuonAdamW, MuonAdamWFactory, muon_param_groups
     from hf_lmobj.packing import pack_dataset
+    from hf_lmobj.store import TokenStore, tokenize_to_token_store, write_token_store
     from hf_lmobj.trainer import AuxiliaryObjectiveTrainer, ObjectiveTrainer, make_compute_loss_func
 
 __version__ = "0.1.0"
@@ -111,12 +109,13 @@ __all__ = [
     # hf_lmobj.data
     "DatasetSource",
     "TextStream",
-    "TokenStore",
-    "tokenize_to_token_store",
-    "write_token_store",
     "RowFormat",
     "PretrainingStream",
     "PipelineLoader",
+    # hf_lmobj.store
+    "TokenStore",
+    "tokenize_to_token_store",
+    "write_token_store",
     # hf_lmobj.losses
     "causal_lm_loss",
     "masked_lm_loss",

@@ -23,13 +23,13 @@ import datasets
 from transformers import PreTrainedTokenizerFast
 
 from hf_lmobj.checks import check_length
-from hf_lmobj.data.held_out import (
+from hf_lmobj.fim.format import FIM_TOKENS
+from hf_lmobj.held_out import (
     DEFAULT_VALIDATION_FRACTION,
     HeldOut,
     text_problem,
     texts_fingerprint,
 )
-from hf_lmobj.fim.format import FIM_TOKENS
 
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 NUM_SENTINELS = 100
@@ -52,11 +52,11 @@ def stdlib_root() -> Path:
 
 def is_validation_path(relative_path: str, validation_fraction: float = DEFAULT_VALIDATION_FRACTION) -> bool:
     """The embedded corpus's published validation split (keyed by a file's path) and the labelled sets' (keyed by
-    ``path::qualname``, :mod:`hf_lmobj.data.labelled_sets`): by the key's SHA-1.
+    ``path::qualname``, :mod:`hf_lmobj.labelled_sets`): by the key's SHA-1.
 
     The bucket is ``int(sha1(key)) % 100``; the split depends only on the key, so it is the same on
     every machine. A corpus that names no validation split is split by content instead
-    (:class:`hf_lmobj.data.held_out.HeldOut`).
+    (:class:`hf_lmobj.held_out.HeldOut`).
 
     Example:
         >>> is_validation_path("json/decoder.py"), is_validation_path("json/decoder.py", 1.0)

@@ -6,7 +6,7 @@ and collator, :func:`~hf_lmobj.packing.pieces.document_pieces`, ``FimPieces``,
 so a string such as ``'<fim_prefix>'``, ``'<|endoftext|>'`` or ``'[MASK]'`` becomes ordinary tokens;
 control tokens (BOS, EOS, the FIM sentinels) are only ever inserted by id. Why: code corpora mention
 control tokens (a tokenizer's own tests and docs). This is what
-:func:`~hf_lmobj.data.sources.encode_texts_as_documents` does for streamed text, and what
+:func:`encode_texts_as_documents` does for every source's text, and what
 ``tokenizer(texts, add_special_tokens=False, split_special_tokens=True)`` gives.
 
 A fast tokenizer's Rust backend is called directly with ``encode_special_tokens`` set for the call
@@ -27,6 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hf_lmobj.checks import check_flag
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -113,3 +117,39 @@ def special_ids(tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
     decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
     ids.update(i for i, token in decoder.items() if getattr(token, "special", False))
     return frozenset(int(i) for i in ids if i is not None)
+
+
+def check_document_tokenizer(tokenizer: Any, add_bos: bool, add_eos: bool) -> None:
+    """``tokenizer`` is a transformers tokenizer with the BOS / EOS tokens the documents get (else an error naming
+    the flag to turn off)."""
+    from transformers import PreTrainedTokenizerBase
+
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise TypeError(f"tokenizer must be a transformers tokenizer, got {type(tokenizer).__name__}")
+    for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
+        if flag and getattr(tokenizer, f"{role}_token_id") is None:
+            raise ValueError(f"add_{role}=True but the tokenizer has no {role}_token; pass add_{role}=False")
+
+
+def encode_texts_as_documents(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], add_bos: bool, add_eos: bool
+) -> list[np.ndarray]:
+    """Token ids of each text with BOS / EOS by id; special-token strings in the text stay text.
+
+    The one encoder of documents: a text stream, an in-memory source and a token store's writer all call it. The
+    text is encoded by :func:`encode_plain` (a fast tokenizer's Rust ``encode_batch_fast``, no offsets, no
+    Python-side ``BatchEncoding``). ``texts`` must be a list of strings (a lone string is refused, not read
+    character by character).
+
+    Example:
+        >>> from hf_lmobj.corpus import build_tokenizer
+        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
+        >>> [doc.tolist()[0] == tok.bos_token_id for doc in encode_texts_as_documents(tok, ["a", "b c"], True, True)]
+        [True, True]
+    """
+    add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
+    check_document_tokenizer(tokenizer, add_bos, add_eos)
+    rows = encode_plain(tokenizer, check_texts(texts, "texts"))
+    head = [tokenizer.bos_token_id] if add_bos else []
+    tail = [tokenizer.eos_token_id] if add_eos else []
+    return [np.array(head + row + tail, dtype=np.int64) for row in rows]

@@ -52,7 +52,7 @@ from transformers import (
 from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.checks import check_flag, check_length, check_number
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.data.labelled_sets import (
+from hf_lmobj.labelled_sets import (
     DEFAULT_PACKAGES,
     build_package_classification_dataset,
     build_replaced_token_dataset,

@@ -40,10 +40,10 @@ from hf_lmobj.cards.writer import write_model_card
 from hf_lmobj.checks import check_length, check_name, check_number
 from hf_lmobj.collators.causal import DataCollatorForCausalLM
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
-from hf_lmobj.data.labelled_sets import build_instruction_dataset, tokenize_instructions
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.prepare_run import prepare_run_data
 from hf_lmobj.data.run_sources import open_sources
+from hf_lmobj.labelled_sets import build_instruction_dataset, tokenize_instructions
 from hf_lmobj.models.stock import ModelArguments, check_positions, position_limit
 from hf_lmobj.trainer.objective_trainer import ObjectiveTrainer
 from hf_lmobj.trainer.teardown import close_distributed

@@ -36,6 +36,7 @@ from transformers import set_seed
 
 from hf_lmobj.cards import check_provenance
 from hf_lmobj.config import cpu_aware_argv, parse_args_with_config
+from hf_lmobj.contamination import ContaminationIndex
 from hf_lmobj.data.prepare_run import prepare_run_data
 from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.data.run_tokenizer import run_tokenizer
@@ -141,7 +142,10 @@ def _prepare_data(run: Run, model, sources, tokenizer_record: dict) -> None:
     a = run.args
     batch = a.training.per_device_train_batch_size
     spec = get_objective(a.data.objective)  # the objective travels as its spec from here
-    run.data = prepare_run_data(sources, spec, run.tokenizer, a.data, batch, model, a.training.seed, a.fim)
+    exclude = None
+    if a.data.drop_contaminated:  # the validation text's 13-token n-grams: a training document holding one is left out
+        exclude = ContaminationIndex.build(sources.validation_texts, sources.validation_domains, run.tokenizer)
+    run.data = prepare_run_data(sources, spec, run.tokenizer, a.data, batch, model, a.training.seed, a.fim, exclude)
     run.validation_texts = run.data.validation_texts
     run.validation = datasets.Dataset.from_dict({a.data.text_column: run.validation_texts})
     run.cases = infilling_cases(run.validation, a.data.text_column, a.fim)

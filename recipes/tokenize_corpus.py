@@ -12,14 +12,14 @@
 standard-library corpus, whose published validation split (``--validation_fraction`` of its files, by a hash of
 their path: the text ``pretrain.py`` validates on) is written to ``<output_dir>/held_out.jsonl`` and never stored.
 Any other source is decided by content: ``--validation_fraction`` of its documents (by a hash of their text,
-:mod:`hf_lmobj.data.held_out`; the same documents a stream or an in-memory copy of the same files holds out) are
+:mod:`hf_lmobj.held_out`; the same documents a stream or an in-memory copy of the same files holds out) are
 not stored but written to ``held_out.jsonl``, the run's validation text; empty, whitespace-only and one-token
 documents are skipped and counted. Without ``--tokenizer_name``, a byte-level BPE of ``--vocab_size``
 is trained on the training side of the very data being tokenized (held-out documents excluded; its
 first 64 MiB), cached by a fingerprint of that sample. ``--num_proc N`` tokenizes a map-style dataset
 in N processes (same bytes as one); ``--streaming true`` reads in one process (same bytes again).
 The store is written to ``--output_dir`` (``tokens.bin``, ``offsets.npy``, ``document_hashes.npy``,
-``meta.json``, ``held_out.jsonl``; see ``hf_lmobj.data.token_store``) with the tokenizer in
+``meta.json``, ``held_out.jsonl``; see ``hf_lmobj.store.token_store``) with the tokenizer in
 ``<output_dir>/tokenizer/`` (saved before the store is renamed into place: the folder appears with
 all of them or not at all), so that a training run reuses both. Every field of
 ``TokenizeArguments`` can be set in a ``--config`` YAML file or on the command line. One summary
@@ -41,9 +41,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from hf_lmobj.checks import check_flag, check_length, check_name
 from hf_lmobj.config import parse_args_with_config
 from hf_lmobj.corpus import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, load_stdlib_corpus, train_tokenizer
-from hf_lmobj.data.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store, training_texts
+from hf_lmobj.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenize_text import tokenize_to_token_store, training_texts
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 

@@ -29,8 +29,8 @@ SOURCES = sorted([*(ROOT / "hf_lmobj").rglob("*.py"), *(ROOT / "recipes").rglob(
 EXEMPT = {"hf_lmobj/files.py"}  # the atomic helpers themselves
 ALLOWED = {  # (file, function): why its direct writes are atomic anyway
     ("hf_lmobj/metrics/__init__.py", "export_space"): "fills a temporary folder renamed into place at the end",
-    ("hf_lmobj/data/token_store_writer.py", "_TokenWriter.__init__"): "writes into _atomic_folder's temporary folder",
-    ("hf_lmobj/data/token_store_writer.py", "_TokenWriter.finish"): "writes into _atomic_folder's temporary folder",
+    ("hf_lmobj/store/writer.py", "_TokenWriter.__init__"): "writes into _atomic_folder's temporary folder",
+    ("hf_lmobj/store/writer.py", "_TokenWriter.finish"): "writes into _atomic_folder's temporary folder",
 }
 _WRITE_MODE = re.compile(r"^[rwaxbtU+]*[wax+][rwaxbtU+]*$")  # an open() mode that writes
 _OS_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}

@@ -49,7 +49,7 @@ from hf_lmobj.checks import (
     check_unique_names,
     check_weights,
 )
-from hf_lmobj.data.held_out import SKIP_REASONS
+from hf_lmobj.held_out import SKIP_REASONS
 
 #: Where the tokenizer came from (``run.provenance["tokenizer"]["origin"]``).
 TOKENIZER_ORIGINS = ("trained", "given", "token store")

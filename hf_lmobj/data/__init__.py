@@ -1,12 +1,13 @@
 """The pre-training data pipeline: source -> per-document transform -> mix -> rows -> collator.
 
-* sources (:mod:`.sources`, :mod:`.token_store`): a streamed ``datasets.IterableDataset`` of text,
-  a token store (memory-mapped token files + document index), a tokenized in-memory ``Dataset``;
+* sources (:mod:`.sources`, :mod:`.random_access`): a streamed ``datasets.IterableDataset`` of text, a
+  tokenized in-memory ``Dataset``, a token store (:mod:`hf_lmobj.store`: memory-mapped token files + document index);
 * rows (:mod:`.block_rows`): packed rows (causal) or pieces (masked, span), from document lengths;
 * mix (:mod:`.mixture`): several sources by token weights;
 * the stream (:mod:`.pipeline`): collated batches of one rank, planned (random access: exactly
   once, any world size) or streamed (each rank and worker its own slice);
-* the loader (:mod:`.loader`): the ``DataLoader`` over it, ranks kept in step.
+* the loader (:mod:`.loader`): the ``DataLoader`` over it, ranks kept in step;
+* the one route every run takes (:mod:`.run_sources`, :mod:`.run_tokenizer`, :mod:`.prepare_run`).
 """
 
 from typing import TYPE_CHECKING
@@ -20,9 +21,6 @@ if TYPE_CHECKING:
     from hf_lmobj.data.pipeline import PretrainingStream, ghost_batch
     from hf_lmobj.data.random_access import DatasetSource
     from hf_lmobj.data.sources import TextStream
-    from hf_lmobj.data.token_store import TokenStore
-    from hf_lmobj.data.tokenize_store import tokenize_to_token_store
-    from hf_lmobj.data.write_store import write_token_store
 
 __all__ = [
     "PipelineLoader",
@@ -30,11 +28,8 @@ __all__ = [
     "RowFormat",
     "DatasetSource",
     "TextStream",
-    "TokenStore",
     "TokenMixer",
     "ghost_batch",
-    "tokenize_to_token_store",
-    "write_token_store",
 ]
 
 __getattr__, __dir__ = lazy_face(__name__, __all__)

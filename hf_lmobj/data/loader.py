@@ -23,8 +23,8 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 from hf_lmobj.checks import check_count, check_flag, check_length
-from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.pipeline import PretrainingStream, as_tensors, ghost_batch
+from hf_lmobj.held_out import LEFT_OUT
 
 
 def _identity(item: Any) -> Any:

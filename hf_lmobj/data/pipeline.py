@@ -32,13 +32,13 @@ import torch
 from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.data.block_rows import RowFormat
-from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.mixture import normalized_weights
 from hf_lmobj.data.planned import EpochPlan
 from hf_lmobj.data.random_access import DatasetSource, RandomAccessSource, is_random_access
 from hf_lmobj.data.sources import TextStream
 from hf_lmobj.data.streamed import UnitReader
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.held_out import LEFT_OUT
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 #: Batch keys holding training targets; a ghost batch sets them all to -100.
 TARGET_KEYS = ("labels", "shift_labels")
@@ -224,7 +224,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
 
     def _unit_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
         """Batches of the unit's rows with the tokens each source gave and the documents passed over (``left_out``,
-        by :data:`~hf_lmobj.data.held_out.LEFT_OUT` reason) since the previous batch."""
+        by :data:`~hf_lmobj.held_out.LEFT_OUT` reason) since the previous batch."""
         features: list[dict[str, Any]] = []
         tokens = np.zeros(len(self.sources), dtype=np.int64)
         left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)

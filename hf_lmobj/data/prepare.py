@@ -24,8 +24,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from hf_lmobj.checks import check_flag, check_length, check_name, check_number
 from hf_lmobj.corpus import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS
 from hf_lmobj.data.block_rows import RowFormat
-from hf_lmobj.data.held_out import DEFAULT_VALIDATION_FRACTION
 from hf_lmobj.data.local_files import TEXT_UNITS
+from hf_lmobj.held_out import DEFAULT_VALIDATION_FRACTION
 from hf_lmobj.objectives import OBJECTIVES, ObjectiveSpec, get_objective
 
 #: The objectives whose data the recipes prepare (:attr:`~hf_lmobj.objectives.ObjectiveSpec.data` set).

@@ -31,7 +31,6 @@ import numpy as np
 import pyarrow as pa
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_lmobj.data.held_out import LEFT_OUT, SKIP_REASONS, HeldOut
 from hf_lmobj.data.pipeline import PretrainingStream
 from hf_lmobj.data.prepare import DataArguments, ObjectiveData, eval_subset, objective_collator
 from hf_lmobj.data.prepare_fim import PIECE_SLACK, FimArguments
@@ -39,9 +38,10 @@ from hf_lmobj.data.random_access import DatasetSource, DocumentSubset
 from hf_lmobj.data.run_sources import RunSources, SourceSpec
 from hf_lmobj.data.sources import TextStream
 from hf_lmobj.data.streamed import UnitReader
-from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.held_out import LEFT_OUT, SKIP_REASONS, HeldOut
 from hf_lmobj.objectives import ObjectiveSpec, get_objective
 from hf_lmobj.packing.dataset import FIRST_DOCUMENT_NUMBER
+from hf_lmobj.store.token_store import TokenStore
 
 #: Training tokens the report's statistics fit on when the run streams (``report_sample_tokens: null``):
 #: the n-gram baseline's memory grows with its tokens, so a streamed run's peak does not follow the corpus.
@@ -58,19 +58,23 @@ def prepare_run_data(
     model: PreTrainedModel | None = None,
     seed: int = 0,
     fim_args: FimArguments | None = None,
+    exclude: Any = None,
 ) -> ObjectiveData:
     """The stream, the eval set and the collator of a run, with its validation text and provenance.
 
     With ``fim_args.fim_rate > 0`` (causal only) each text is cut into row-sized pieces and FIM'd
-    (:class:`~hf_lmobj.data.transforms.FimPieces`), the validation text as the training text.
+    (:class:`~hf_lmobj.data.transforms.FimPieces`), the validation text as the training text. ``exclude`` is the
+    filter of a run with ``drop_contaminated``, built by the caller from the validation text:
+    ``ContaminationIndex.build(sources.validation_texts, sources.validation_domains, tokenizer)``
+    (:mod:`hf_lmobj.contamination`); a training document it calls contaminated is left out and counted.
     """
+    _check_exclude(args.drop_contaminated, exclude)
     spec = objective if isinstance(objective, ObjectiveSpec) else get_objective(objective)
     collator, fmt, hyperparameters = objective_collator(spec, tokenizer, args, model, seed)
     encode = _fim_encoder(spec, tokenizer, args, fim_args or FimArguments(), seed)
     if encode is not None:
         hyperparameters.update(_fim_hyperparameters(fim_args, args))
     opened, left_out = [], np.zeros(len(LEFT_OUT), dtype=np.int64)
-    exclude = _contamination_filter(sources, tokenizer) if args.drop_contaminated else None
     for source_spec, source in zip(sources.specs, sources.opened):
         made, counts = _training_source(source_spec, source, tokenizer, spec, encode, sources.held_out, exclude)
         opened.append(made)
@@ -123,11 +127,14 @@ def _encoder(tokenizer, spec: ObjectiveSpec, text_column: str, encode: Any, held
                       encode=encode, held_out=held_out, exclude=exclude)  # fmt: skip
 
 
-def _contamination_filter(sources: RunSources, tokenizer) -> Any:
-    """The index of the validation text's 13-token n-grams: a training document holding any of them is dropped."""
-    from hf_lmobj.data.contamination import ContaminationIndex
-
-    return ContaminationIndex.build(sources.validation_texts, sources.validation_domains, tokenizer)
+def _check_exclude(drop_contaminated: bool, exclude: Any) -> None:
+    if drop_contaminated and exclude is None:
+        raise ValueError(
+            "drop_contaminated=True needs exclude=ContaminationIndex.build(sources.validation_texts, "
+            "sources.validation_domains, tokenizer) (hf_lmobj.contamination): the filter of the validation n-grams"
+        )
+    if exclude is not None and not drop_contaminated:
+        raise ValueError("exclude filters a run with drop_contaminated=True: set it, or pass exclude=None")
 
 
 def _training_source(

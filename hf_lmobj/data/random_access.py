@@ -2,7 +2,7 @@
 
 A planned pipeline reads a :class:`RandomAccessSource` (a whole epoch is planned from the lengths alone:
 exactly once, any world size): :class:`DatasetSource` (a tokenized in-memory ``datasets.Dataset``),
-:class:`~hf_lmobj.data.token_store.TokenStore`, and :class:`DocumentSubset` (some documents of either).
+:class:`~hf_lmobj.store.token_store.TokenStore`, and :class:`DocumentSubset` (some documents of either).
 Every argument is checked where it enters (:mod:`hf_lmobj.checks`); a document index or a token range
 outside the source is refused, never wrapped or cut short. The other kind, streams of raw text tokenized on
 the fly: :mod:`hf_lmobj.data.sources`.

@@ -3,12 +3,12 @@
 Every run, whatever its data, is a list of :class:`SourceSpec` (the embedded corpus, an in-memory
 ``DatasetDict``, local files or a Hub id read whole or streamed, token stores, a mixture of them), opened once
 (:func:`open_sources`) into a :class:`RunSources`: the text of each source, its validation text and the
-:class:`~hf_lmobj.data.held_out.HeldOut` rule every source applies, so that no held-out document is trained from
+:class:`~hf_lmobj.held_out.HeldOut` rule every source applies, so that no held-out document is trained from
 any source.
 
 The validation text is the first text source's ``validation`` split when it has one (the embedded corpus's is its
 published split, by a hash of each file's path: :func:`~hf_lmobj.corpus.load_stdlib_corpus`), else its documents held out
-by content hash (:mod:`hf_lmobj.data.held_out`), at most ``max_validation_documents`` of either, in the source's
+by content hash (:mod:`hf_lmobj.held_out`), at most ``max_validation_documents`` of either, in the source's
 order; a run of token stores alone validates on the first store's ``held_out.jsonl``
 (``recipes/tokenize_corpus.py`` writes it). Empty and whitespace-only validation texts are skipped and counted.
 
@@ -29,9 +29,9 @@ from typing import Any
 
 import datasets
 
-from hf_lmobj.data.held_out import SKIP_REASONS, HeldOut, content_hash, text_problem, texts_fingerprint
 from hf_lmobj.data.prepare import DataArguments
-from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.held_out import SKIP_REASONS, HeldOut, content_hash, text_problem, texts_fingerprint
+from hf_lmobj.store.token_store import TokenStore
 
 #: The name the embedded corpus (the standard library's source) goes by in logs and cards.
 EMBEDDED_NAME = "python-stdlib"

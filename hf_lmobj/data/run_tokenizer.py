@@ -21,7 +21,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.run_sources import RunSources
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 
 def run_tokenizer(sources: RunSources, args: DataArguments) -> tuple[PreTrainedTokenizerBase, dict[str, Any]]:

@@ -34,41 +34,9 @@ from datasets.table import CastError
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_count, check_flag, check_length, check_name
-from hf_lmobj.data.held_out import HeldOut, content_hash, text_problem
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-from hf_lmobj.plain_text import check_texts, encode_plain
-
-
-def _check_tokenizer(tokenizer: Any, add_bos: bool, add_eos: bool) -> None:
-    if not isinstance(tokenizer, PreTrainedTokenizerBase):
-        raise TypeError(f"tokenizer must be a transformers tokenizer, got {type(tokenizer).__name__}")
-    for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
-        if flag and getattr(tokenizer, f"{role}_token_id") is None:
-            raise ValueError(f"add_{role}=True but the tokenizer has no {role}_token; pass add_{role}=False")
-
-
-def encode_texts_as_documents(
-    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], add_bos: bool, add_eos: bool
-) -> list[np.ndarray]:
-    """Token ids of each text with BOS / EOS by id; special-token strings in the text stay text.
-
-    The text is encoded by :func:`hf_lmobj.plain_text.encode_plain` (a fast tokenizer's Rust
-    ``encode_batch_fast``, no offsets, no Python-side ``BatchEncoding``). ``texts`` must be a list of
-    strings (a lone string is refused, not read character by character).
-
-    Example:
-        >>> from hf_lmobj.corpus import build_tokenizer
-        >>> tok = build_tokenizer(vocab_size=512, max_documents=20)
-        >>> [doc.tolist()[0] == tok.bos_token_id for doc in encode_texts_as_documents(tok, ["a", "b c"], True, True)]
-        [True, True]
-    """
-    add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
-    _check_tokenizer(tokenizer, add_bos, add_eos)
-    rows = encode_plain(tokenizer, check_texts(texts, "texts"))
-    head = [tokenizer.bos_token_id] if add_bos else []
-    tail = [tokenizer.eos_token_id] if add_eos else []
-    return [np.array(head + row + tail, dtype=np.int64) for row in rows]
-
+from hf_lmobj.held_out import HeldOut, content_hash, text_problem
+from hf_lmobj.plain_text import check_document_tokenizer, encode_texts_as_documents
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 #: What reading a stream's files raises when a file is bad (not UTF-8, not valid JSON, other columns).
 READ_ERRORS = (UnicodeError, pa.ArrowException, CastError, json.JSONDecodeError)
@@ -86,9 +54,9 @@ class TextStream:
         name: how logs, errors and the fingerprint call this source.
         encode: a per-text transform (texts -> the documents each becomes, e.g.
             :class:`~hf_lmobj.data.transforms.FimPieces`); None encodes each text as one document.
-        held_out: the run's held-out rule (:class:`~hf_lmobj.data.held_out.HeldOut`): a text it holds out is
+        held_out: the run's held-out rule (:class:`~hf_lmobj.held_out.HeldOut`): a text it holds out is
             never trained; None trains every text.
-        exclude: a :class:`~hf_lmobj.data.contamination.ContaminationIndex` of the validation text: a document
+        exclude: a :class:`~hf_lmobj.contamination.index.ContaminationIndex` of the validation text: a document
             holding any of its n-grams is left out (``"contaminated"``); None keeps them.
 
     A text that is empty or only whitespace, and a document of fewer than 2 tokens, is skipped (nothing to
@@ -137,7 +105,7 @@ class TextStream:
         if not isinstance(dataset, datasets.IterableDataset):
             raise TypeError(f"TextStream takes a datasets IterableDataset or Dataset, got {type(dataset).__name__}")
         add_bos, add_eos = check_flag(add_bos, "add_bos"), check_flag(add_eos, "add_eos")
-        _check_tokenizer(tokenizer, add_bos, add_eos)
+        check_document_tokenizer(tokenizer, add_bos, add_eos)
         text_column = check_name(text_column, "text_column")
         names = dataset.column_names
         if names is not None and text_column not in names:
@@ -160,7 +128,7 @@ class TextStream:
 
     def documents_or_reasons(self, texts: list[str]) -> list[np.ndarray | str]:
         """Each text's documents in order; where one is left out, why instead (a
-        :data:`~hf_lmobj.data.held_out.SKIP_REASONS` word or ``"held_out"``), so readers count what they pass."""
+        :data:`~hf_lmobj.held_out.SKIP_REASONS` word or ``"held_out"``), so readers count what they pass."""
         reasons: list[str | None] = [text_problem(text) for text in texts]
         if self.held_out is not None:
             reasons = [

@@ -34,10 +34,10 @@ import numpy as np
 
 from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
 from hf_lmobj.data.block_rows import RowFormat, block_layout, row_feature, shuffle_rows
-from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights
 from hf_lmobj.data.planned import epoch_rng
 from hf_lmobj.data.sources import TextStream, check_unit
+from hf_lmobj.held_out import LEFT_OUT
 
 
 class SourceCursor:

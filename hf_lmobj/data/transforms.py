@@ -1,12 +1,12 @@
 """Per-document transforms of streamed text: a text in, the documents it becomes out.
 
 A :class:`~hf_lmobj.data.sources.TextStream` encodes each batch of texts with its ``encode``
-callable (default: :func:`~hf_lmobj.data.sources.encode_texts_as_documents`, one document per
+callable (default: :func:`~hf_lmobj.plain_text.encode_texts_as_documents`, one document per
 text). :class:`FimPieces` is fill-in-the-middle for code LMs: each text is cut into pieces that fit a
 row (at clean token boundaries, each with its text) and each piece goes through the seeded FIM
 transform, exactly as the in-memory FIM recipe prepares its data. Randomness is keyed by (seed,
 epoch 0, the piece's tokens), so a piece gets the same cut on any rank, worker or resume. The text
-is encoded as plain characters, as :func:`~hf_lmobj.data.sources.encode_texts_as_documents` does: a
+is encoded as plain characters, as :func:`~hf_lmobj.plain_text.encode_texts_as_documents` does: a
 file that mentions ``'<fim_prefix>'`` keeps those characters, and the sentinels are only ever the
 transform's.
 

@@ -3,7 +3,7 @@
 :func:`scan_sources` reads training data named by location (:mod:`.training_locations`) and gives the score
 recipe's ``contamination/...`` keys; :func:`training_contamination` scans a run's own training documents (token
 ids) and gives the pre-training recipe's numeric ``contamination/...`` figures. The unit, the threshold and the
-index are :mod:`hf_lmobj.data.contamination`'s.
+index are :mod:`hf_lmobj.contamination.index`'s.
 
 Example:
     >>> import datasets
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hf_lmobj.data.contamination import ContaminationIndex
+from hf_lmobj.contamination.index import ContaminationIndex
 from hf_lmobj.data.random_access import DatasetSource
 
 from .training_locations import open_contamination_sources
@@ -40,7 +40,7 @@ def training_contamination(texts: Sequence[str], domains: Sequence[str] | None, 
                            n: int) -> dict[str, float]:  # fmt: skip
     """``contamination/rate`` (and per domain) of the validation ``texts`` against ``train_documents`` (a
     ``datasets.Dataset`` of ``input_ids`` rows, as a run's report sample): token ``n``-grams, a document contaminated at half of them seen
-    (hf_lmobj.data.contamination); the numeric figures only."""
+    (hf_lmobj.contamination.index); the numeric figures only."""
     index = ContaminationIndex.build(texts, domains, tokenizer, n=n)
     found = index.scan(DatasetSource(train_documents)).as_metrics()
     return {key: value for key, value in found.items() if isinstance(value, (int, float)) and value is not None}

@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from hf_lmobj.corpus import load_stdlib_corpus
-from hf_lmobj.data.held_out import text_problem
 from hf_lmobj.data.load_text import domain_of_file, load_text
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.run_sources import EMBEDDED_NAME, open_sources
+from hf_lmobj.held_out import text_problem
 from hf_lmobj.metrics.slices import DocumentSums
 
 #: The domain of a single-file module of the embedded corpus (``os.py``).
 TOP_LEVEL = "(top level)"
-#: Why a text is left out unscored (``hf_lmobj.data.held_out.text_problem``'s reasons).
+#: Why a text is left out unscored (``hf_lmobj.held_out.text_problem``'s reasons).
 SKIPPED = ("empty", "whitespace")
 
 

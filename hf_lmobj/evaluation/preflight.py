@@ -14,10 +14,10 @@ from typing import Any
 
 from transformers import AutoConfig, AutoTokenizer
 
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
 from hf_lmobj.metrics.scoring import check_fits_context
 from hf_lmobj.metrics.slices import DocumentSums, domain_figures
 from hf_lmobj.metrics.uncertainty import MAX_REPLICATE_ENTRIES
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 
 def check_bootstrap_budget(bootstrap_samples: int, domains: Sequence[str]) -> None:

@@ -24,10 +24,10 @@ from transformers import AutoTokenizer
 
 from hf_lmobj.checks import check_name, check_unique_names
 from hf_lmobj.data.load_text import load_text
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_files import META_FILE
-from hf_lmobj.data.token_store_tokenizer import TOKENIZER_FOLDER
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.store.files import META_FILE
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenizer import TOKENIZER_FOLDER
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 
 def source_list(value: Any) -> list[str] | None:

@@ -28,9 +28,9 @@ import torch
 import transformers.trainer as hf_trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from hf_lmobj.data.held_out import LEFT_OUT
 from hf_lmobj.data.loader import PipelineLoader
 from hf_lmobj.data.pipeline import PretrainingStream
+from hf_lmobj.held_out import LEFT_OUT
 from hf_lmobj.trainer.checkpoints import (
     check_checkpoint,
     check_fingerprint,

@@ -98,7 +98,7 @@ def _size(metrics: Mapping[str, Any]) -> str:
 def _not_comparable(baseline: Mapping[str, Any], ours: Mapping[str, Any]) -> str | None:
     """Why the plain run's figures (``baseline``, its metrics.json) are not on this run's text; None when they are.
 
-    Both carry ``validation_fingerprint`` (:func:`hf_lmobj.data.held_out.texts_fingerprint` of the validation texts)
+    Both carry ``validation_fingerprint`` (:func:`hf_lmobj.held_out.texts_fingerprint` of the validation texts)
     and, when known, ``validation_documents`` / ``validation_bytes``.
     """
     mine, theirs = ours.get("validation_fingerprint"), baseline.get("validation_fingerprint")
@@ -123,7 +123,7 @@ def check_comparable_baseline(
     """Refuse, before training, a plain run's metrics (``fim_baseline_metrics``) measured on another validation text.
 
     A file that exists must be a metrics.json whose ``validation_fingerprint`` is ``validation_fingerprint`` (this
-    run's: :func:`hf_lmobj.data.held_out.texts_fingerprint` of its validation texts); another fingerprint or none
+    run's: :func:`hf_lmobj.held_out.texts_fingerprint` of its validation texts); another fingerprint or none
     (an older run) is a ``ValueError`` naming both fingerprints, both sizes where known (this run's from
     ``validation_documents`` / ``validation_bytes``) and the fix. No path, or a path with no file yet, passes: the
     report then says how to make that run.

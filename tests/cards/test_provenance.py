@@ -15,7 +15,7 @@ from huggingface_hub import ModelCard
 from hf_lmobj.cards import check_provenance, write_eval_results, write_model_card
 from hf_lmobj.cards.dataset_ids import dataset_id
 from hf_lmobj.cards.provenance import Provenance
-from hf_lmobj.data.held_out import texts_fingerprint
+from hf_lmobj.held_out import texts_fingerprint
 from hf_lmobj.recipes.report.pretrain_report import _write_card, data_lines
 
 VALIDATION_TEXTS = ["zorvu taleki mabrin\n", "quesh folnar tiriv obbek\n", "taleki zorvu\n"]

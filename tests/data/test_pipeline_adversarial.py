@@ -13,10 +13,10 @@ from hf_lmobj.data import DatasetSource, PipelineLoader, PretrainingStream, RowF
 from hf_lmobj.data.block_rows import block_layout, row_feature, shuffle_rows
 from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights, normalized_weights
 from hf_lmobj.data.planned import EpochPlan, epoch_rng
-from hf_lmobj.data.sources import encode_texts_as_documents
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.data.transforms import FimPieces
 from hf_lmobj.fim.transform import FimTransform
+from hf_lmobj.plain_text import encode_texts_as_documents
 
 ROW = 16
 

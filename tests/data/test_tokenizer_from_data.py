@@ -28,9 +28,9 @@ from hf_lmobj.corpus import (
     load_stdlib_corpus,
     train_tokenizer,
 )
-from hf_lmobj.data.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut, content_hash, texts_fingerprint
-from hf_lmobj.data.tokenize_store import training_texts
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut, content_hash, texts_fingerprint
+from hf_lmobj.store.tokenize_text import training_texts
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 from tests.testing_utils import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]

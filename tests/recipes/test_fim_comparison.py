@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hf_lmobj.data.held_out import texts_fingerprint
+from hf_lmobj.held_out import texts_fingerprint
 from hf_lmobj.recipes.report.infilling import check_comparable_baseline, print_fim_comparison
 
 OURS = texts_fingerprint(["def f(a):\n    return a\n", "x = 1\n"])

@@ -1,4 +1,4 @@
-"""hf_lmobj.data.labelled_sets: the instruction and classification sets built from the stdlib's functions."""
+"""hf_lmobj.labelled_sets: the instruction and classification sets built from the stdlib's functions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from hf_lmobj.constants import IGNORE_INDEX
 from hf_lmobj.corpus_functions import extract_functions
-from hf_lmobj.data.labelled_sets import (
+from hf_lmobj.labelled_sets import (
     build_instruction_dataset,
     build_package_classification_dataset,
     tokenize_classification,
@@ -129,7 +129,7 @@ def test_tokenize_classification_never_truncates(tokenizer):
 
 
 def test_replaced_token_dataset_corrupts_every_other_function_at_the_given_rate(tokenizer):
-    from hf_lmobj.data.labelled_sets import build_package_classification_dataset, build_replaced_token_dataset
+    from hf_lmobj.labelled_sets import build_package_classification_dataset, build_replaced_token_dataset
 
     packages = ("json", "http", "logging")
     texts = build_package_classification_dataset(packages, train_per_class=4, eval_per_class=2)
@@ -155,7 +155,7 @@ def test_replaced_token_dataset_corrupts_every_other_function_at_the_given_rate(
 
 
 def test_replaced_token_dataset_rejects_a_bad_rate(tokenizer):
-    from hf_lmobj.data.labelled_sets import build_replaced_token_dataset
+    from hf_lmobj.labelled_sets import build_replaced_token_dataset
 
     with pytest.raises(ValueError, match="replace_prob"):
         build_replaced_token_dataset(tokenizer, ("json", "http"), 1, 1, replace_prob=0.0)

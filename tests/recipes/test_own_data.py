@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data.held_out import HeldOut, content_hash, text_problem
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.prepare_run import prepare_run_data
 from hf_lmobj.data.run_sources import open_sources
 from hf_lmobj.data.sources import TextStream
+from hf_lmobj.held_out import HeldOut, content_hash, text_problem
 from tests.testing_utils import QUICK, ROOT, launch_env
 
 SYLLABLES = ["zor", "vu", "ta", "le", "ki", "mao", "dre", "qua", "shi", "ny", "pol", "ek", "ru", "fa", "gwi"]

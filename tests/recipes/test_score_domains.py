@@ -17,10 +17,10 @@ import datasets
 import pytest
 
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store
 from hf_lmobj.metrics.scoring import score_texts
 from hf_lmobj.metrics.slices import LN2, DocumentSums, domain_figures
 from hf_lmobj.metrics.uncertainty import bootstrap_intervals
+from hf_lmobj.store.tokenize_text import tokenize_to_token_store
 from tests.distributed import preload, run_ranks
 from tests.testing_utils import load_recipe, tiny_gpt2, tiny_llama
 

@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from hf_lmobj.corpus import build_tokenizer, load_stdlib_corpus
-from hf_lmobj.data.token_store import TokenStore
+from hf_lmobj.store.token_store import TokenStore
 from tests.testing_utils import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]

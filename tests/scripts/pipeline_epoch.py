@@ -29,8 +29,8 @@ from transformers import TrainerCallback, TrainingArguments
 from hf_lmobj import DataCollatorForCausalLM, ObjectiveTrainer, pack_dataset
 from hf_lmobj.corpus import build_tokenizer
 from hf_lmobj.data import DatasetSource, PretrainingStream, RowFormat, TextStream
-from hf_lmobj.data.sources import encode_texts_as_documents
-from hf_lmobj.data.write_store import write_token_store
+from hf_lmobj.plain_text import encode_texts_as_documents
+from hf_lmobj.store.write import write_token_store
 from hf_lmobj.trainer.teardown import close_distributed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file: the clone's root, for tests.testing_utils

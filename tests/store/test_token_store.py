@@ -1,4 +1,4 @@
-"""hf_lmobj.data.token_store: the on-disk format, its refusals, tokenizing into it, and the nanoGPT / Megatron readers."""
+"""hf_lmobj.store.token_store: the on-disk format, its refusals, tokenizing into it, and the nanoGPT / Megatron readers."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data import token_store_writer
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_files import TOKEN_STORE_FORMAT, token_dtype
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store
-from hf_lmobj.data.write_store import write_token_store
+from hf_lmobj.store import writer as token_store_writer
+from hf_lmobj.store.files import TOKEN_STORE_FORMAT, token_dtype
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenize_text import tokenize_to_token_store
+from hf_lmobj.store.write import write_token_store
 
 TEXTS = [
     "def f(x):\n    return x + 1\n",

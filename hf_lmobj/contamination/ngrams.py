@@ -1,6 +1,6 @@
 """The n-gram table under the contamination scan: every n-gram of the evaluation documents, found exactly.
 
-The evaluation documents arrive as ids (token ids, or word codes: see :mod:`hf_lmobj.data.contamination`),
+The evaluation documents arrive as ids (token ids, or word codes: see :mod:`hf_lmobj.contamination.index`),
 back to back in one flat array with their offsets. An n-gram is ``n`` consecutive ids of one document; a
 document of fewer than ``n`` ids has none. The table holds:
 
@@ -235,7 +235,7 @@ def _split_collisions(
 
 def store_chunks(store: Any, n: int, chunk: int) -> Iterator[tuple]:
     """A token store's windows ``chunk`` at a time, as batches ``(ids, starts, windows, first_document, documents,
-    units)`` (see :meth:`hf_lmobj.data.contamination.ContaminationIndex.scan`).
+    units)`` (see :meth:`hf_lmobj.contamination.index.ContaminationIndex.scan`).
 
     A chunk tests the windows starting in ``[begin, end)`` on the ids ``[begin, end + n - 1)``; it counts the
     documents starting in ``[begin, end)`` (the last chunk: up to the end), so each document is counted once.

@@ -1,12 +1,12 @@
 """Tokenizing raw text into a token store: :func:`tokenize_to_token_store`.
 
 Each text is sorted before it is tokenized: an empty or whitespace-only text is skipped (counted),
-a text the held-out rule (:class:`~hf_lmobj.data.held_out.HeldOut`, by content hash) picks goes to
+a text the held-out rule (:class:`~hf_lmobj.held_out.HeldOut`, by content hash) picks goes to
 ``held_out.jsonl``, every other one is tokenized and stored with its content hash, unless it gives
 fewer than 2 tokens (skipped, counted as ``one_token``: nothing to predict). A ``datasets.Dataset``
 is tokenized in ``num_proc`` processes (contiguous shards, joined in order: the bytes do not depend
 on ``num_proc``), a streamed ``IterableDataset`` in one; the store is written, checked and renamed
-into place by :mod:`hf_lmobj.data.token_store_writer`.
+into place by :mod:`hf_lmobj.store.writer`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_flag, check_length, check_name
-from hf_lmobj.data.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut, content_hash, text_problem
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_files import _as_path
-from hf_lmobj.data.token_store_tokenizer import _check_origin, _save_tokenizer, _tokenizer_meta
-from hf_lmobj.data.token_store_writer import _atomic_folder, _TokenWriter
+from hf_lmobj.held_out import DEFAULT_VALIDATION_FRACTION, HeldOut, content_hash, text_problem
+from hf_lmobj.store.files import _as_path
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenizer import _check_origin, _save_tokenizer, _tokenizer_meta
+from hf_lmobj.store.writer import _atomic_folder, _TokenWriter
 
 
 def _text_batches(
@@ -102,7 +102,7 @@ def _tokenize_into(
     first_row: int = 0,
 ) -> None:
     """Sort every text of ``dataset`` into ``writer``: skipped, held out, or tokenized and stored with its hash."""
-    from hf_lmobj.data.sources import encode_texts_as_documents  # split_special_tokens=True, BOS / EOS by id
+    from hf_lmobj.plain_text import encode_texts_as_documents  # split_special_tokens=True, BOS / EOS by id
 
     row = first_row
     for texts in _text_batches(dataset, text_column, batch_size, first_row):
@@ -162,7 +162,7 @@ def tokenize_to_token_store(
     """Tokenize the raw text of ``dataset`` (one document per row) into a store at ``path``.
 
     Each text is sorted first: empty and whitespace-only texts are skipped; a text that
-    :class:`~hf_lmobj.data.held_out.HeldOut` ``(validation_fraction)`` holds out by its content hash is
+    :class:`~hf_lmobj.held_out.HeldOut` ``(validation_fraction)`` holds out by its content hash is
     written, as text, to ``path/held_out.jsonl`` (one ``{"text": ...}`` per line, in source order; no file
     when ``validation_fraction`` is 0 and no ``held_out_texts``); ``held_out_texts`` (a named validation split, e.g.
     the embedded corpus's) are written there first, and a row equal to one of them is left out (counted as

@@ -4,7 +4,7 @@ A :class:`ContaminationReport` holds, for each evaluation document, the fraction
 whose n-gram occurs in the scanned training data (NaN for a document *shorter than n units*: it has no
 n-gram, so it is **excluded from every rate and counted apart**, as ``short_documents``), the threshold
 that judges a document contaminated (``fraction >= threshold``), the documents' domains and what was
-scanned of each source. Built by :meth:`hf_lmobj.data.contamination.ContaminationIndex.scan`.
+scanned of each source. Built by :meth:`hf_lmobj.contamination.index.ContaminationIndex.scan`.
 
 Example:
     >>> report = ContaminationReport(

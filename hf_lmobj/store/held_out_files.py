@@ -2,9 +2,9 @@
 
 Stores written from text keep each stored document's content hash (``(D,) uint64``, in document order) and the
 documents held out of the store as text, one ``{"text": ...}`` JSON object per line in source order (the rule
-that chose them: :mod:`hf_lmobj.data.held_out`). Each file is checked before it is trusted (dtype and shape;
+that chose them: :mod:`hf_lmobj.held_out`). Each file is checked before it is trusted (dtype and shape;
 every line UTF-8, JSON, an object with a string ``text``; as many lines as ``meta.json`` counts), and a
-refusal names the file, the line and the fix. The store itself: :mod:`hf_lmobj.data.token_store`.
+refusal names the file, the line and the fix. The store itself: :mod:`hf_lmobj.store.token_store`.
 
 Example:
     >>> import tempfile
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.data.token_store_files import _REWRITE, _load_npy
+from hf_lmobj.store.files import _REWRITE, _load_npy
 
 #: ``(D,) uint64``: the content hash of each stored document's text, in document order (stores written from text).
 HASHES_FILE = "document_hashes.npy"

@@ -1,17 +1,17 @@
 """Token ids into a token store: :func:`write_token_store`, documents in, a complete store folder out (atomically).
 
 :func:`write_token_store` streams token ids to disk in chunks (memory: one chunk plus 8 bytes per
-document); raw text is tokenized into a store by :mod:`hf_lmobj.data.tokenize_store`. Both write through
-:mod:`hf_lmobj.data.token_store_writer`: everything goes into a temporary sibling folder; its files are written,
+document); raw text is tokenized into a store by :mod:`hf_lmobj.store.tokenize_text`. Both write through
+:mod:`hf_lmobj.store.writer`: everything goes into a temporary sibling folder; its files are written,
 flushed to disk and the folder opened (every check of :meth:`TokenStore.open`) before it is renamed
-into place, so a folder at ``path`` is always a complete store (format: :mod:`hf_lmobj.data.token_store`),
+into place, so a folder at ``path`` is always a complete store (format: :mod:`hf_lmobj.store.token_store`),
 and a failed write leaves neither a half store nor the temporary folder. Every id is checked: ints
 only (bools and floats are refused, not cast), in ``[0, vocab_size)``; documents are never empty
 (an empty one is refused by its index, not skipped). Given the tokenizer, the writer records its
 ``tokenizer_fingerprint`` in ``meta.json`` so that a run can refuse another tokenizer
 (:meth:`TokenStore.check_tokenizer`); with ``save_tokenizer=True`` it also saves the tokenizer as
 ``tokenizer/`` inside the temporary folder, checked to load back as itself, so the store appears with
-its tokenizer or not at all (:mod:`hf_lmobj.data.token_store_tokenizer`). Given the documents' content hashes,
+its tokenizer or not at all (:mod:`hf_lmobj.store.tokenizer`). Given the documents' content hashes,
 it writes ``document_hashes.npy``; given held-out texts, ``held_out.jsonl``; a stored document that the held-out
 rule (or a held-out text) claims is refused: the store never trains on its own validation text.
 
@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_flag, check_name
-from hf_lmobj.data.held_out import HeldOut
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_files import _as_path, _check_vocab_size
-from hf_lmobj.data.token_store_tokenizer import _check_origin, _check_save_tokenizer, _save_tokenizer, _tokenizer_meta
-from hf_lmobj.data.token_store_writer import _atomic_folder, _TokenWriter
+from hf_lmobj.held_out import HeldOut
+from hf_lmobj.store.files import _as_path, _check_vocab_size
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenizer import _check_origin, _check_save_tokenizer, _save_tokenizer, _tokenizer_meta
+from hf_lmobj.store.writer import _atomic_folder, _TokenWriter
 
 _END = object()  # an iterator's end, told apart from any value it yields
 
@@ -73,9 +73,9 @@ def write_token_store(
     renamed into place, checked to load back with ``AutoTokenizer.from_pretrained`` as the same
     tokenizer: the store appears with its tokenizer, and a failed save leaves nothing, like any error.
 
-    ``document_hashes`` (one :func:`~hf_lmobj.data.held_out.content_hash` per document, in order) are
+    ``document_hashes`` (one :func:`~hf_lmobj.held_out.content_hash` per document, in order) are
     written as ``document_hashes.npy``; ``held_out_texts`` (streamed, each non-empty) as ``held_out.jsonl``,
-    with ``validation_fraction`` (the :class:`~hf_lmobj.data.held_out.HeldOut` share they were chosen by,
+    with ``validation_fraction`` (the :class:`~hf_lmobj.held_out.HeldOut` share they were chosen by,
     recorded in ``meta.json``'s ``held_out``). A document whose hash that rule holds out, or equal to a
     held-out text, is refused: a store never trains on its validation text. ``tokenizer_origin`` (a JSON
     object with a string ``origin``, e.g. :func:`~hf_lmobj.corpus.train_tokenizer`'s record) is recorded.
@@ -172,7 +172,7 @@ def _check_iterable(value: Any, field: str) -> None:
 def _check_hash(value: Any, field: str) -> int:
     """A content hash: an int in ``[0, 2**64)`` (numpy ints too; bools and floats refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{field} must be an int content hash (hf_lmobj.data.held_out.content_hash), got {value!r}")
+        raise TypeError(f"{field} must be an int content hash (hf_lmobj.held_out.content_hash), got {value!r}")
     if not 0 <= int(value) < 2**64:
         raise ValueError(f"{field} must be in [0, 2**64) (a 64-bit content hash), got {value!r}")
     return int(value)

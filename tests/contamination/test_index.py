@@ -8,14 +8,15 @@ import datasets
 import numpy as np
 import pytest
 
+from hf_lmobj.contamination import ngrams as index_module
+from hf_lmobj.contamination.index import ContaminationIndex, normalized_words
+from hf_lmobj.contamination.report import ContaminationReport, SourceScan
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data import DatasetSource, TextStream, write_token_store
-from hf_lmobj.data import contamination_index as index_module
-from hf_lmobj.data.contamination import ContaminationIndex, normalized_words
-from hf_lmobj.data.contamination_report import ContaminationReport, SourceScan
-from hf_lmobj.data.held_out import HeldOut, content_hash
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store
+from hf_lmobj.data import DatasetSource, TextStream
+from hf_lmobj.held_out import HeldOut, content_hash
 from hf_lmobj.plain_text import encode_plain
+from hf_lmobj.store import write_token_store
+from hf_lmobj.store.tokenize_text import tokenize_to_token_store
 
 N = 13
 

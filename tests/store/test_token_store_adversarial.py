@@ -22,15 +22,16 @@ import torch
 from transformers import AutoTokenizer
 
 from hf_lmobj.corpus import build_tokenizer
-from hf_lmobj.data import token_store_writer, tokenize_store
-from hf_lmobj.data.held_out import HeldOut
 from hf_lmobj.data.prepare_run import _training_source
 from hf_lmobj.data.run_sources import SourceSpec
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
-from hf_lmobj.data.write_store import write_token_store
+from hf_lmobj.held_out import HeldOut
 from hf_lmobj.objectives import get_objective
+from hf_lmobj.store import tokenize_text as tokenize_store
+from hf_lmobj.store import writer as token_store_writer
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenize_text import tokenize_to_token_store
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.store.write import write_token_store
 
 DOCUMENTS = [[5, 6, 7], [8], [9, 10]]  # offsets [0, 3, 4, 6], 6 uint16 tokens (12 bytes)
 TEXTS = ["def f(x):\n    return x\n", "import os\n", "x = 1\n"]
@@ -166,7 +167,7 @@ def test_an_older_store_without_a_fingerprint_and_extra_files_still_open(tmp_pat
 
 
 def test_offsets_are_checked_in_chunks_of_bounded_size(tmp_path, monkeypatch):
-    from hf_lmobj.data import token_store_files
+    from hf_lmobj.store import files as token_store_files
 
     monkeypatch.setattr(token_store_files, "_CHECK_OFFSETS", 2)  # the last document's offsets lie in another chunk
     folder = make_store(tmp_path, [[1], [2], [3], [4], [5, 6]])

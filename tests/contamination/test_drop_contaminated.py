@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_lmobj.contamination import ContaminationIndex
 from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.prepare_run import prepare_run_data
 from hf_lmobj.data.run_sources import open_sources
@@ -41,7 +42,8 @@ def test_a_planted_copy_is_dropped_and_counted(planted, tokenizer, streaming):
         args = DataArguments(dataset_name=str(folder), validation_fraction=FRACTION, streaming=streaming,
                              drop_contaminated=drop, max_length=64)  # fmt: skip
         sources = open_sources(args)
-        data = prepare_run_data(sources, "causal", tokenizer, args, batch_size=2)
+        exclude = ContaminationIndex.build(sources.validation_texts, sources.validation_domains, tokenizer)
+        data = prepare_run_data(sources, "causal", tokenizer, args, batch_size=2, exclude=exclude if drop else None)
         stream = data.train_dataset
         if streaming:
             list(stream.reader.rows(0, 1, 0, left_out=(counts := __import__("numpy").zeros(5, dtype=int))))
@@ -51,3 +53,17 @@ def test_a_planted_copy_is_dropped_and_counted(planted, tokenizer, streaming):
         kept[drop] = (dropped, stream.fingerprint())
     assert kept[False][0] == 0 and kept[True][0] == 1
     assert kept[False][1] != kept[True][1]  # the drop is part of the data fingerprint
+
+
+def test_the_filter_and_the_flag_go_together(planted, tokenizer):
+    """The data path does not build the filter (contamination/ sits above data/): the caller passes it, and a flag
+    without its filter, or a filter without its flag, is refused before anything is read."""
+    folder, _ = planted
+    args = DataArguments(dataset_name=str(folder), validation_fraction=FRACTION, drop_contaminated=True, max_length=64)
+    sources = open_sources(args)
+    with pytest.raises(ValueError, match=r"drop_contaminated=True needs exclude=ContaminationIndex.build"):
+        prepare_run_data(sources, "causal", tokenizer, args, batch_size=2)
+    index = ContaminationIndex.build(sources.validation_texts, sources.validation_domains, tokenizer)
+    plain = DataArguments(dataset_name=str(folder), validation_fraction=FRACTION, max_length=64)
+    with pytest.raises(ValueError, match="exclude filters a run with drop_contaminated=True"):
+        prepare_run_data(open_sources(plain), "causal", tokenizer, plain, batch_size=2, exclude=index)

@@ -1,13 +1,13 @@
 """The readers of each kind of training source a contamination scan takes, as batches of the index's units.
 
-A scan (:meth:`~hf_lmobj.data.contamination.ContaminationIndex.scan`) reads a
-:class:`~hf_lmobj.data.TokenStore` (``chunk`` ids at a time), a :class:`~hf_lmobj.data.TextStream` (what it
+A scan (:meth:`~hf_lmobj.contamination.index.ContaminationIndex.scan`) reads a
+:class:`~hf_lmobj.store.TokenStore` (``chunk`` ids at a time), a :class:`~hf_lmobj.data.TextStream` (what it
 trains: its held-out texts left out), a :class:`~hf_lmobj.data.DatasetSource` (token ids), a ``datasets.Dataset``
 / ``IterableDataset`` of text (one column, each row checked to be text) or a list of texts. :class:`SourceReader`
 turns each into batches ``(ids, starts, windows, first_document, documents, units)``: the documents' units back to
 back, where each document starts in them, the windows to test, the index of the first document, and how many
 documents and units the batch adds to the counts. The index's tokenizer is checked against a store's or stream's
-before a reader is asked (:meth:`~hf_lmobj.data.contamination.ContaminationIndex.scan`).
+before a reader is asked (:meth:`~hf_lmobj.contamination.index.ContaminationIndex.scan`).
 
 Example:
     >>> import numpy as np
@@ -26,9 +26,10 @@ from typing import Any
 import datasets
 import numpy as np
 
-from hf_lmobj.data import DatasetSource, TextStream, TokenStore
-from hf_lmobj.data.contamination_index import store_chunks
-from hf_lmobj.data.held_out import content_hash
+from hf_lmobj.contamination.ngrams import store_chunks
+from hf_lmobj.data import DatasetSource, TextStream
+from hf_lmobj.held_out import content_hash
+from hf_lmobj.store import TokenStore
 
 _SOURCE_KINDS = (
     "a TokenStore, a TextStream, a DatasetSource (token ids), a datasets.Dataset / IterableDataset of text "

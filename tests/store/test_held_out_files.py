@@ -18,10 +18,10 @@ import datasets
 import numpy as np
 import pytest
 
-from hf_lmobj.data.held_out import HASH_NAME, HeldOut, content_hash
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.tokenize_store import tokenize_to_token_store
-from hf_lmobj.data.write_store import write_token_store
+from hf_lmobj.held_out import HASH_NAME, HeldOut, content_hash
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenize_text import tokenize_to_token_store
+from hf_lmobj.store.write import write_token_store
 from tests.testing_utils import load_recipe
 
 WORDS = ["zorvu", "taleki", "moshi", "qaxo", "drifeyu", "penulo", "rakivu", "lezor"]

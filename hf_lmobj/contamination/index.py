@@ -3,8 +3,8 @@
 :meth:`ContaminationIndex.build` indexes the n-grams of the evaluation documents (with their domains);
 :meth:`ContaminationIndex.scan` reads training sources (a token store, a text stream, an in-memory
 ``Dataset`` of text, a tokenized :class:`~hf_lmobj.data.DatasetSource`, a list of texts, or several of them:
-a mixture; each kind read by :mod:`hf_lmobj.data.contamination_sources`) and returns a
-:class:`~hf_lmobj.data.contamination_report.ContaminationReport`: per evaluation document the share of its
+a mixture; each kind read by :mod:`hf_lmobj.contamination.sources`) and returns a
+:class:`~hf_lmobj.contamination.report.ContaminationReport`: per evaluation document the share of its
 n-grams seen in training, the contaminated documents, the rate overall and per domain.
 :meth:`ContaminationIndex.contaminated` is the pipeline's filter: a training document with any evaluation n-gram.
 
@@ -25,7 +25,7 @@ units rarely recur by chance outside shared boilerplate, while a copy of a few l
 A document shorter than n units has no n-gram: it is excluded from the rates and counted apart
 (``short_documents``).
 
-**Exactness.** Hits are exact (:mod:`hf_lmobj.data.contamination_index`): a vectorised 64-bit polynomial
+**Exactness.** Hits are exact (:mod:`hf_lmobj.contamination.ngrams`): a vectorised 64-bit polynomial
 hash finds a candidate entry, and the n ids are then compared one by one, so the false-positive rate of the
 index is **0** (not merely the ``n_index * n_scanned / 2**64`` expected collisions of a hash-only index, about
 1.1e-6 for 1e6 evaluation n-grams against 2e7 training windows): a reported hit is always a real shared n-gram.
@@ -61,12 +61,13 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from hf_lmobj.checks import check_length, check_name, check_number, check_unique_names, id_sequence
-from hf_lmobj.data import TextStream, TokenStore
-from hf_lmobj.data.contamination_index import CHUNK_TOKENS, NgramTable
-from hf_lmobj.data.contamination_report import ContaminationReport, SourceScan
-from hf_lmobj.data.contamination_sources import _SOURCE_KINDS, SourceReader
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.contamination.ngrams import CHUNK_TOKENS, NgramTable
+from hf_lmobj.contamination.report import ContaminationReport, SourceScan
+from hf_lmobj.contamination.sources import _SOURCE_KINDS, SourceReader
+from hf_lmobj.data import TextStream
 from hf_lmobj.plain_text import check_texts, encode_plain
+from hf_lmobj.store import TokenStore
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 UNITS = ("tokens", "words")
 DEFAULT_N = 13
@@ -88,7 +89,7 @@ class ContaminationIndex:
 
     Attributes: ``n``, ``unit``, ``threshold``, ``tokenizer`` (None for a word index built without one),
     ``domains`` (one per document, or None), ``num_documents``, ``table`` (the
-    :class:`~hf_lmobj.data.contamination_index.NgramTable`).
+    :class:`~hf_lmobj.contamination.ngrams.NgramTable`).
     """
 
     def __init__(self, table: NgramTable, unit: str, threshold: float, tokenizer: Any, domains: Any, words: Any):
@@ -182,7 +183,7 @@ class ContaminationIndex:
     ) -> ContaminationReport:
         """Scan training ``sources`` (one, or several: a mixture) and report per evaluation document.
 
-        Each source is a :class:`~hf_lmobj.data.TokenStore`, a :class:`~hf_lmobj.data.TextStream`, a
+        Each source is a :class:`~hf_lmobj.store.TokenStore`, a :class:`~hf_lmobj.data.TextStream`, a
         :class:`~hf_lmobj.data.DatasetSource` (token ids), a ``datasets.Dataset`` / ``IterableDataset`` of text
         (``text_column``) or a list of texts. A text ``Dataset`` is read whole (pass the training
         side); a :class:`~hf_lmobj.data.TextStream` yields what it trains (its held-out texts left out). A token
@@ -211,7 +212,7 @@ class ContaminationIndex:
         return ContaminationReport(self.n, self.unit, self.threshold, fractions, self.domains, scans)
 
     def _reader(self, source: Any, name: str, column: str, batch_size: int, chunk: int) -> tuple[str, Iterator]:
-        """``(kind, batches)`` of one source (:class:`~hf_lmobj.data.contamination_sources.SourceReader`; batches as
+        """``(kind, batches)`` of one source (:class:`~hf_lmobj.contamination.sources.SourceReader`; batches as
         :meth:`_run` reads them); its tokenizer checked first."""
         where = f"source {name!r}"
         if isinstance(source, TokenStore):

@@ -2,8 +2,8 @@
 
 Every reader checks before it trusts (keys and types, sizes, strictly increasing offsets in O(1)
 memory) and names the file and the fix; :func:`token_dtype` is the on-disk dtype rule. The format
-itself and the reader built on these: :mod:`hf_lmobj.data.token_store`; its held-out files:
-:mod:`hf_lmobj.data.token_store_held_out`; nanoGPT's and Megatron's files: :mod:`hf_lmobj.data.token_store_foreign`.
+itself and the reader built on these: :mod:`hf_lmobj.store.token_store`; its held-out files:
+:mod:`hf_lmobj.store.held_out_files`; nanoGPT's and Megatron's files: :mod:`hf_lmobj.store.foreign`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from hf_lmobj.checks import check_length
-from hf_lmobj.data.held_out import HASH_NAME, SKIP_REASONS
 from hf_lmobj.files import read_json
+from hf_lmobj.held_out import HASH_NAME, SKIP_REASONS
 
 TOKEN_STORE_FORMAT = "hf_lmobj.token_store"
 TOKEN_STORE_VERSION = 1

@@ -2,8 +2,8 @@
 
 Each reader checks a file before it trusts it (its size, every id or every length and pointer, the counts)
 and builds the store's ``(D + 1,)`` offsets in memory, never copying the tokens;
-:meth:`~hf_lmobj.data.token_store.TokenStore.from_nanogpt_bin` and
-:meth:`~hf_lmobj.data.token_store.TokenStore.from_megatron` open what they return.
+:meth:`~hf_lmobj.store.token_store.TokenStore.from_nanogpt_bin` and
+:meth:`~hf_lmobj.store.token_store.TokenStore.from_megatron` open what they return.
 
 Example:
     >>> import tempfile
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_lmobj.data.token_store_files import _OFFSET_DTYPE, _SCAN_TOKENS, _as_path, _check_vocab_size, _integer, _meta
+from hf_lmobj.store.files import _OFFSET_DTYPE, _SCAN_TOKENS, _as_path, _check_vocab_size, _integer, _meta
 
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
 _MEGATRON_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 8: "<u2"}  # 6, 7: float64, float32

@@ -3,20 +3,20 @@
 A store is a folder of three files:
 
 * ``tokens.bin``: every document's token ids back to back, little-endian, ``uint16`` when
-  ``vocab_size <= 65536`` else ``uint32`` (:func:`~hf_lmobj.data.token_store_files.token_dtype`);
+  ``vocab_size <= 65536`` else ``uint32`` (:func:`~hf_lmobj.store.files.token_dtype`);
 * ``offsets.npy``: ``int64``, shape ``(D + 1,)``, ``offsets[0] == 0``; document ``i`` is
   ``tokens[offsets[i]:offsets[i + 1]]``, never empty;
-* ``meta.json``: ``format`` (:data:`~hf_lmobj.data.token_store_files.TOKEN_STORE_FORMAT`) and
+* ``meta.json``: ``format`` (:data:`~hf_lmobj.store.files.TOKEN_STORE_FORMAT`) and
   ``version``, ``dtype``, ``vocab_size``, ``num_documents``, ``num_tokens``, ``tokenizer``, ``add_bos``, ``add_eos``, ``text_column``,
   ``content_hash`` (BLAKE2b of the token bytes, then of the offsets, computed while writing) and
-  ``tokenizer_fingerprint`` (:func:`~hf_lmobj.data.tokenizer_fingerprint.tokenizer_fingerprint` of the
+  ``tokenizer_fingerprint`` (:func:`~hf_lmobj.store.tokenizer_fingerprint.tokenizer_fingerprint` of the
   tokenizer that wrote it; ``null`` when the writer was given ids only, absent in older stores); stores
   written from text add ``held_out`` (``{"hash", "fraction", "documents", "bytes"}``: the rule of
-  :mod:`hf_lmobj.data.held_out` and what it held out), ``skipped_documents`` (``{"empty", "whitespace",
+  :mod:`hf_lmobj.held_out` and what it held out), ``skipped_documents`` (``{"empty", "whitespace",
   "one_token"}`` counts) and ``tokenizer_origin`` (``{"origin": "trained", ...}`` or ``"given"``).
 
 Stores written from text also hold ``document_hashes.npy`` (``(D,) uint64``: each stored document's
-content hash, :func:`~hf_lmobj.data.held_out.content_hash` of its text) and, when a share was held out,
+content hash, :func:`~hf_lmobj.held_out.content_hash` of its text) and, when a share was held out,
 ``held_out.jsonl`` (the held-out documents, one ``{"text": ...}`` per line, in source order).
 
 A store is written into a temporary sibling folder renamed into place at the end, so a folder
@@ -28,9 +28,9 @@ checked, in O(1) memory (the offsets in chunks; ``tokens.bin`` is never read at 
 Reading is O(1) per document (two offsets, one slice of the memory map) and opening is cheap,
 so a :class:`TokenStore` travels to DataLoader workers by pickle and reopens its maps there.
 Extra files (a ``tokenizer/`` folder beside the three) are allowed. Written by
-:mod:`hf_lmobj.data.token_store_writer`; files read and checked by :mod:`hf_lmobj.data.token_store_files` and
-:mod:`hf_lmobj.data.token_store_held_out`, the tokenizer by :mod:`hf_lmobj.data.token_store_tokenizer`; nanoGPT's
-and Megatron's token files (:mod:`hf_lmobj.data.token_store_foreign`) open as stores with
+:mod:`hf_lmobj.store.writer`; files read and checked by :mod:`hf_lmobj.store.files` and
+:mod:`hf_lmobj.store.held_out_files`, the tokenizer by :mod:`hf_lmobj.store.tokenizer`; nanoGPT's
+and Megatron's token files (:mod:`hf_lmobj.store.foreign`) open as stores with
 :meth:`TokenStore.from_nanogpt_bin` / :meth:`TokenStore.from_megatron`.
 
 Why: tokenizing a corpus once and reading slices of a memory map keeps memory bounded by the
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from hf_lmobj.checks import check_length
-from hf_lmobj.data.token_store_files import (
+from hf_lmobj.store.files import (
     _REWRITE,
     META_FILE,
     OFFSETS_FILE,
@@ -63,9 +63,9 @@ from hf_lmobj.data.token_store_files import (
     _read_meta,
     token_dtype,
 )
-from hf_lmobj.data.token_store_foreign import _megatron_arrays, _nanogpt_arrays
-from hf_lmobj.data.token_store_held_out import _check_hashes, _check_held_out_file, _read_held_out
-from hf_lmobj.data.token_store_tokenizer import _check_run_tokenizer
+from hf_lmobj.store.foreign import _megatron_arrays, _nanogpt_arrays
+from hf_lmobj.store.held_out_files import _check_hashes, _check_held_out_file, _read_held_out
+from hf_lmobj.store.tokenizer import _check_run_tokenizer
 
 
 class TokenStore:
@@ -83,7 +83,7 @@ class TokenStore:
 
     Example:
         >>> import tempfile
-        >>> from hf_lmobj.data.write_store import write_token_store
+        >>> from hf_lmobj.store.write import write_token_store
         >>> store = write_token_store(tempfile.mkdtemp() + "/store", [[5, 6, 7], [8], [9, 10]], vocab_size=512)
         >>> len(store), store.num_tokens, store.dtype.name, store.document(2).tolist()
         (3, 6, 'uint16', [9, 10])
@@ -220,7 +220,7 @@ class TokenStore:
     def document_hashes(self) -> np.ndarray | None:
         """``(D,) uint64``: each document's content hash (memory-mapped); None for a store without them.
 
-        Stores written from text have them (:func:`~hf_lmobj.data.held_out.content_hash` of each stored
+        Stores written from text have them (:func:`~hf_lmobj.held_out.content_hash` of each stored
         document's text); stores written from ids alone, older stores and nanoGPT / Megatron files do not.
         """
         path = self._state.get("hashes")
@@ -282,7 +282,7 @@ class TokenStore:
 
         Example:
             >>> import tempfile
-            >>> from hf_lmobj.data.write_store import write_token_store
+            >>> from hf_lmobj.store.write import write_token_store
             >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6, 7], [8]], vocab_size=512)
             >>> store.document_slice(0, 1, 3).tolist()
             [6, 7]
@@ -339,14 +339,14 @@ class TokenStore:
 
         The vocabulary size must equal ``meta.json``'s ``vocab_size`` (``len(tokenizer)``); when the
         store records a ``tokenizer_fingerprint`` (stores written from a tokenizer), the tokenizer's
-        :func:`~hf_lmobj.data.tokenizer_fingerprint.tokenizer_fingerprint` must equal it too. An
+        :func:`~hf_lmobj.store.tokenizer_fingerprint.tokenizer_fingerprint` must equal it too. An
         older store, or one written from ids alone (and nanoGPT / Megatron files), is checked by
         vocabulary size only. ``where`` (e.g. ``"source 'web'"``) starts the message.
 
         Example:
             >>> import tempfile
             >>> from hf_lmobj.corpus import build_tokenizer
-            >>> from hf_lmobj.data.write_store import write_token_store
+            >>> from hf_lmobj.store.write import write_token_store
             >>> store = write_token_store(tempfile.mkdtemp() + "/s", [[5, 6]], vocab_size=105)
             >>> store.check_tokenizer(build_tokenizer(512, max_documents=20), "source 's'")  # doctest: +ELLIPSIS
             Traceback (most recent call last):

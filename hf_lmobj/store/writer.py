@@ -7,8 +7,8 @@ written by another process is joined in order (:meth:`_TokenWriter.extend_part`)
 and ``meta.json`` come last, each complete on disk. :func:`_atomic_folder` gives the writers a temporary
 sibling folder, opened as a store (every check of :meth:`TokenStore.open`) before it is renamed into place:
 a folder at ``path`` is always a complete store, and a failed write leaves neither a half store nor the
-temporary folder. The writers built on it: :func:`~hf_lmobj.data.write_store.write_token_store` (token ids)
-and :func:`~hf_lmobj.data.tokenize_store.tokenize_to_token_store` (text).
+temporary folder. The writers built on it: :func:`~hf_lmobj.store.write.write_token_store` (token ids)
+and :func:`~hf_lmobj.store.tokenize_text.tokenize_to_token_store` (text).
 
 Example:
     >>> import tempfile
@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from hf_lmobj.checks import id_sequence
-from hf_lmobj.data.held_out import HASH_NAME, SKIP_REASONS, HeldOut, content_hash, text_problem
-from hf_lmobj.data.token_store import TokenStore
-from hf_lmobj.data.token_store_files import (
+from hf_lmobj.files import atomic_output, write_atomic
+from hf_lmobj.held_out import HASH_NAME, SKIP_REASONS, HeldOut, content_hash, text_problem
+from hf_lmobj.store.files import (
     _OFFSET_DTYPE,
     _SCAN_TOKENS,
     META_FILE,
@@ -50,9 +50,9 @@ from hf_lmobj.data.token_store_files import (
     _meta,
     token_dtype,
 )
-from hf_lmobj.data.token_store_held_out import HASHES_FILE, HELD_OUT_FILE, _hash_array
-from hf_lmobj.data.token_store_tokenizer import TOKENIZER_FOLDER
-from hf_lmobj.files import atomic_output, write_atomic
+from hf_lmobj.store.held_out_files import HASHES_FILE, HELD_OUT_FILE, _hash_array
+from hf_lmobj.store.token_store import TokenStore
+from hf_lmobj.store.tokenizer import TOKENIZER_FOLDER
 
 _CHUNK_TOKENS = 1 << 20  # tokens buffered before a write: the writer's memory bound (8 MiB as int64)
 #: What a store folder may hold for ``overwrite=True`` to replace it (anything else is someone's data).

@@ -1,9 +1,9 @@
 """A token store's tokenizer: recorded in ``meta.json``, saved inside the store, checked against a run's.
 
 The writers record the tokenizer's name and its
-:func:`~hf_lmobj.data.tokenizer_fingerprint.tokenizer_fingerprint` (none for a name alone) and where it came from
+:func:`~hf_lmobj.store.tokenizer_fingerprint.tokenizer_fingerprint` (none for a name alone) and where it came from
 (``tokenizer_origin``); with ``save_tokenizer=True`` they save it as ``tokenizer/`` inside the store, checked to load
-back as itself; :meth:`~hf_lmobj.data.token_store.TokenStore.check_tokenizer` refuses a run's tokenizer of another
+back as itself; :meth:`~hf_lmobj.store.token_store.TokenStore.check_tokenizer` refuses a run's tokenizer of another
 vocabulary size or fingerprint.
 
 Example:
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from hf_lmobj.data.token_store import TokenStore
+    from hf_lmobj.store.token_store import TokenStore
 
 from hf_lmobj.checks import check_flag
-from hf_lmobj.data.tokenizer_fingerprint import tokenizer_fingerprint
+from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
 
 TOKENIZER_FOLDER = "tokenizer"  #: where ``save_tokenizer=True`` saves the tokenizer inside the store
 
