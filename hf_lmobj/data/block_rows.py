@@ -16,7 +16,6 @@ lengths alone, so a plan can be made without reading a token (see :mod:`hf_lmobj
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,20 +145,16 @@ def shuffle_rows(layout: BlockLayout, rng: np.random.Generator) -> BlockLayout:
     return BlockLayout(layout.chunk_doc[chunks], layout.chunk_start[chunks], layout.chunk_len[chunks], offsets)
 
 
-def row_feature(layout: BlockLayout, row: int, docs: Sequence[np.ndarray], fmt: RowFormat) -> dict[str, Any]:
-    """Row ``row`` of ``layout`` as the feature its collator takes (``docs``: the block's token ids)."""
+def row_feature(layout: BlockLayout, row: int, docs: Any, fmt: RowFormat) -> dict[str, Any]:
+    """Row ``row`` of ``layout`` as the feature its collator takes (``docs``: the block's token ids, or a function
+    ``(doc, start, stop) -> ids`` that reads a chunk of one)."""
     row = check_count(row, "row")
     if row >= layout.num_rows:
         raise ValueError(f"row must be in [0, {layout.num_rows}) (the block's rows), got {row}")
     first, last = int(layout.row_offsets[row]), int(layout.row_offsets[row + 1])
-    chunks = [
-        docs[d][s : s + n]
-        for d, s, n in zip(
-            layout.chunk_doc[first:last].tolist(),
-            layout.chunk_start[first:last].tolist(),
-            layout.chunk_len[first:last].tolist(),
-        )
-    ]
+    read = docs if callable(docs) else lambda d, start, stop: docs[d][start:stop]
+    spans = zip(*(getattr(layout, name)[first:last].tolist() for name in ("chunk_doc", "chunk_start", "chunk_len")))
+    chunks = [read(d, s, s + n) for d, s, n in spans]
     ids = np.concatenate(chunks) if len(chunks) > 1 else np.asarray(chunks[0], dtype=np.int64)
     if fmt.kind == "pieces":
         return {"input_ids": ids}

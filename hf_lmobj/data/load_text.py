@@ -24,7 +24,7 @@ from typing import Any
 
 import datasets
 
-from hf_lmobj.data.local_files import _data_files, _local_path, check_local_files, load_arguments, load_kwargs
+from hf_lmobj.data.local_files import _data_files, _local_path, check_local_files, load_arguments
 
 #: The column a row's domain is read from (or written to, from its file's name).
 DOMAIN_COLUMN = "domain"
@@ -61,10 +61,9 @@ def load_text(
     loaded = datasets.load_dataset(path_or_builder, config, streaming=streaming, **kwargs)
     if _has_column(loaded, domain_column) or len(files) < 2 or set(loaded) != {"train"}:
         return loaded, domain_column if _has_column(loaded, domain_column) else None
-    parts = [_file_split(file, location, text_unit, streaming, domain_column) for file in files]
-    return datasets.DatasetDict(train=datasets.concatenate_datasets(parts)) if not streaming else (
-        datasets.IterableDatasetDict(train=datasets.concatenate_datasets(parts))
-    ), domain_column  # fmt: skip
+    parts = [_file_split(file, text_unit, streaming, domain_column) for file in files]
+    splits = datasets.IterableDatasetDict if streaming else datasets.DatasetDict
+    return splits(train=datasets.concatenate_datasets(parts)), domain_column
 
 
 def _has_column(loaded: Any, column: str) -> bool:
@@ -73,9 +72,9 @@ def _has_column(loaded: Any, column: str) -> bool:
     return column in names
 
 
-def _file_split(file: Path, location: str, text_unit: str, streaming: bool, column: str) -> Any:
-    """One file's rows, tagged with its domain."""
-    builder, kwargs = load_arguments(str(file), text_unit if load_kwargs(location, text_unit) else "document")
+def _file_split(file: Path, text_unit: str, streaming: bool, column: str) -> Any:
+    """One file's rows, tagged with its domain (``text_unit`` passed ``load_arguments`` of the whole folder)."""
+    builder, kwargs = load_arguments(str(file), text_unit)
     rows = datasets.load_dataset(builder, streaming=streaming, **kwargs)["train"]
     domain = domain_of_file(file)
     if streaming:

@@ -260,17 +260,8 @@ class PipelineLoader:
 _START_METHODS = tuple(multiprocessing.get_all_start_methods())
 
 #: What every rank's saved data state holds (``state_dict``); a streamed one also its units' positions.
-_STATE_KEYS = (
-    "regime",
-    "epoch",
-    "batches_in_epoch",
-    "batch_size",
-    "world_size",
-    "rank",
-    "workers",
-    "tokens_by_source",
-    "left_out",
-)
+_STATE_KEYS = ("regime", "epoch", "batches_in_epoch", "batch_size", "world_size", "rank", "workers",
+               "tokens_by_source", "left_out")  # fmt: skip
 _STREAMED_KEYS = ("units", "next_unit", "exhausted")
 _STATE_FIX = "resume from another checkpoint (or start afresh)"
 

@@ -190,15 +190,10 @@ def _parquet_facts(file: Path, column: str) -> tuple[Any, int, int]:
 
     meta = pq.ParquetFile(file).metadata
     leaves = [meta.schema.column(j).path for j in range(meta.num_columns)]  # a nested column has several
-    index = leaves.index(column) if column in leaves else None
-    stats = (
-        [meta.row_group(g).column(index).statistics for g in range(meta.num_row_groups)] if index is not None else []
-    )
-    return (
-        meta.schema.to_arrow_schema(),
-        meta.num_rows,
-        sum(s.null_count for s in stats if s is not None and s.has_null_count),
-    )
+    stats = [meta.row_group(g).column(leaves.index(column)).statistics for g in range(meta.num_row_groups)
+             if column in leaves]  # fmt: skip
+    nulls = sum(s.null_count for s in stats if s is not None and s.has_null_count)
+    return meta.schema.to_arrow_schema(), meta.num_rows, nulls
 
 
 def _arrow_facts(file: Path, column: str) -> tuple[Any, int, int]:

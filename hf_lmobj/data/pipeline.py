@@ -29,13 +29,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
+from hf_lmobj.checks import check_count, check_length
 from hf_lmobj.constants import IGNORE_INDEX
-from hf_lmobj.data.block_rows import RowFormat
-from hf_lmobj.data.mixture import normalized_weights
+from hf_lmobj.data.block_rows import RowFormat, row_feature
 from hf_lmobj.data.planned import EpochPlan
 from hf_lmobj.data.random_access import DatasetSource, RandomAccessSource, is_random_access
-from hf_lmobj.data.sources import TextStream
+from hf_lmobj.data.sources import TextStream, check_unit
 from hf_lmobj.data.streamed import UnitReader
 from hf_lmobj.held_out import LEFT_OUT
 from hf_lmobj.store.tokenizer_fingerprint import tokenizer_fingerprint
@@ -120,30 +119,21 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         block_documents: int = 1000,
     ) -> None:
         sources = _check_sources(sources)
-        names = [f"source{i}" for i in range(len(sources))] if names is None else names
-        self.names = check_unique_names(names, "names")
-        if len(self.names) != len(sources):
-            raise ValueError(f"got {len(self.names)} names for {len(sources)} sources; give one name per source")
-        for name, source in zip(self.names, sources):
-            _check_not_empty(source, name)
-        if len(sources) > 1 and weights is None:
-            raise ValueError("several sources need weights (their share of the tokens), e.g. weights=[0.7, 0.3]")
-        self.weights = normalized_weights(weights, self.names) if weights is not None else None
         if not isinstance(row_format, RowFormat):
             raise TypeError(f"row_format must be a RowFormat (e.g. RowFormat('packed', 512)), got {row_format!r}")
+        reader = self.reader = UnitReader(sources, row_format, weights, block_documents, seed, shuffle, names)
+        self.names, self.weights, self.block_documents = reader.names, reader.weights, reader.block_documents
+        self.seed, self.shuffle, self.sources = reader.seed, reader.shuffle, reader.sources
+        for name, source in zip(self.names, sources):
+            _check_not_empty(source, name)
         if not callable(collator):
             raise TypeError(f"collator must be callable (features -> batch), got {type(collator).__name__}")
-        self.sources, self.row_format, self.collator = list(sources), row_format, collator
-        self.batch_size = check_length(batch_size, "batch_size")
-        self.block_documents = check_length(block_documents, "block_documents")
-        self.seed, self.shuffle = check_seed(seed), check_flag(shuffle, "shuffle")
+        self.row_format, self.collator, self.batch_size = row_format, collator, check_length(batch_size, "batch_size")
         self.rank, self.world_size, self.epoch, self.start_step = 0, 1, 0, 0
         self.resume_positions: dict[int, dict[str, Any]] = {}  # streamed: unit -> position to resume from
         self.plan = None
         if len(sources) == 1 and is_random_access(sources[0]):
             self.plan = EpochPlan(sources[0].lengths, row_format, self.block_documents, self.seed, self.shuffle)
-        self.reader = UnitReader(self.sources, row_format, self.weights, self.block_documents, self.seed,
-                                 self.shuffle, self.names)  # fmt: skip
 
     # ---- placement -------------------------------------------------------------------------
     @property
@@ -152,10 +142,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
 
     def shard(self, rank: int, world_size: int) -> PretrainingStream:
         """Read as rank ``rank`` of ``world_size`` (the trainer calls this before iterating)."""
-        world_size, rank = check_count(world_size, "world_size", 1), check_count(rank, "rank")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
-        self.rank, self.world_size = rank, world_size
+        self.rank, self.world_size = check_unit(rank, world_size, "rank", "world_size")
         return self
 
     def set_epoch(self, epoch: int) -> None:
@@ -197,14 +184,8 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         """Row ``row``, reading only its chunks' tokens (not whole documents)."""
         block, layout, within = self.plan.locate(row)
         docs = self.plan.block_docs(block)
-        first, last = int(layout.row_offsets[within]), int(layout.row_offsets[within + 1])
-        placed = zip(layout.chunk_doc[first:last].tolist(), layout.chunk_start[first:last].tolist(),
-                     layout.chunk_len[first:last].tolist())  # fmt: skip
-        chunks = [source.document_slice(int(docs[d]), s, s + n) for d, s, n in placed]
-        ids = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
-        if self.row_format.kind == "pieces":
-            return {"input_ids": ids}
-        return {"input_ids": ids, "seq_lengths": layout.chunk_len[first:last].tolist()}
+        read = lambda d, start, stop: source.document_slice(int(docs[d]), start, stop)
+        return row_feature(layout, within, read, self.row_format)
 
     def _streamed_batches(self, unit: int, units: int) -> Iterator[dict[str, Any]]:
         """The unit's batches; each says whether it is the unit's ``last`` (the loader orders units by it)."""
@@ -291,12 +272,6 @@ def _describe(collator: Any) -> str:
     return type(collator).__name__
 
 
-def _is_dataset(value: Any) -> bool:
-    import datasets
-
-    return isinstance(value, datasets.Dataset)
-
-
 def _check_sources(sources: Any) -> list[Any]:
     """A list of sources, each a ``TextStream`` or random-access (a ``datasets.Dataset`` becomes a ``DatasetSource``)."""
     import datasets
@@ -306,7 +281,7 @@ def _check_sources(sources: Any) -> list[Any]:
         raise TypeError(
             f"sources must be a list of sources, got {type(sources).__name__}; wrap one in a list: [source]"
         )
-    checked = [DatasetSource(s) if _is_dataset(s) else s for s in sources]
+    checked = [DatasetSource(s) if isinstance(s, datasets.Dataset) else s for s in sources]
     if not checked:
         raise ValueError("sources is empty; give at least one source")
     for i, source in enumerate(checked):

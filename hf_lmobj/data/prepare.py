@@ -214,9 +214,7 @@ class ObjectiveData:
     hyperparameters: dict[str, Any]
     validation_texts: list[str] = field(default_factory=list)  # the held-out text the report scores
     validation_domains: list[str] = field(default_factory=list)  # the domain of each validation text
-    provenance: dict[str, Any] = field(
-        default_factory=dict
-    )  # sources, validation, skipped documents (data.run_sources)
+    provenance: dict[str, Any] = field(default_factory=dict)  # sources, validation, skipped documents (run_sources)
     sample_documents: Callable[[], datasets.Dataset] | None = None  # the report's training sample, read when called
     train_documents: datasets.Dataset | None = None  # that sample once read (after training)
     callbacks: list[TrainerCallback] = field(default_factory=list)

@@ -97,11 +97,6 @@ def _check_baseline_file(path: str | None) -> None:
         raise ValueError(f"fim_baseline_metrics {path} must hold a JSON mapping of metric: value (a metrics.json)")
 
 
-def _is_causal(objective: str) -> bool:
-    """Whether FIM rides on ``objective`` (the causal objective: packed next-token rows)."""
-    return "fim" in get_objective(objective).variants
-
-
 def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> None:
     """FIM and infilling against the run they ride on, before any data: both need packed next-token rows (causal); a FIM
     piece needs rows longer than :data:`PIECE_SLACK`; the infilling prompts need
@@ -113,7 +108,7 @@ def check_fim_fits(fim_args: FimArguments, objective: str, max_length: int) -> N
         ...
         ValueError: infilling needs max_length - infill_max_new_tokens >= 8 prompt tokens, but max_length 32 - infill_max_new_tokens 48 leaves -16; lower infill_max_new_tokens (to <= 24), raise max_length or set infill_cases 0
     """
-    if not _is_causal(objective):
+    if "fim" not in get_objective(objective).variants:  # FIM rides on packed next-token rows (causal)
         asked = [
             f"{name} {getattr(fim_args, name)}" for name in ("fim_rate", "infill_cases") if getattr(fim_args, name)
         ]

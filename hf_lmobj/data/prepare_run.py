@@ -73,7 +73,8 @@ def prepare_run_data(
     collator, fmt, hyperparameters = objective_collator(spec, tokenizer, args, model, seed)
     encode = _fim_encoder(spec, tokenizer, args, fim_args or FimArguments(), seed)
     if encode is not None:
-        hyperparameters.update(_fim_hyperparameters(fim_args, args))
+        hyperparameters.update(fim_rate=fim_args.fim_rate, fim_spm_rate=fim_args.fim_spm_rate,
+                               fim_level=fim_args.fim_level, fim_piece_max_tokens=encode.max_tokens)  # fmt: skip
     opened, left_out = [], np.zeros(len(LEFT_OUT), dtype=np.int64)
     for source_spec, source in zip(sources.specs, sources.opened):
         made, counts = _training_source(source_spec, source, tokenizer, spec, encode, sources.held_out, exclude)
@@ -83,7 +84,7 @@ def prepare_run_data(
     stream = PretrainingStream(opened, fmt, collator, batch_size, weights=weights, seed=seed,
                                names=[s.name for s in sources.specs], block_documents=args.block_documents)  # fmt: skip
     evaluation = _eval_rows(sources.validation_texts, tokenizer, spec, encode, fmt, args)
-    hyperparameters.update(_row_hyperparameters(stream, sources.specs, fmt, args))
+    hyperparameters.update(_row_hyperparameters(stream, sources.specs, fmt))
     provenance = {
         "training": [s.record() for s in sources.specs],
         "validation": sources.validation,
@@ -92,12 +93,9 @@ def prepare_run_data(
             "validation": dict(sources.skipped_validation),
         },
         "held_out_training_documents": int(left_out[LEFT_OUT.index("held_out")]),
-        **(
-            {"contaminated_training_documents": int(left_out[LEFT_OUT.index("contaminated")])}
-            if exclude is not None
-            else {}
-        ),
     }
+    if exclude is not None:
+        provenance["contaminated_training_documents"] = int(left_out[LEFT_OUT.index("contaminated")])
     sample = functools.partial(_sample_documents, stream, _sample_tokens(stream, args))
     return ObjectiveData(stream, evaluation, collator, hyperparameters, list(sources.validation_texts),
                          list(sources.validation_domains), provenance, sample)  # fmt: skip
@@ -113,11 +111,6 @@ def _fim_encoder(spec: ObjectiveSpec, tokenizer, args: DataArguments, fim_args: 
         raise ValueError(f"FIM trains causal LMs: objective must be 'causal', got {spec.name!r}")
     fim = FimTransform(tokenizer, fim_args.fim_rate, fim_args.fim_spm_rate, fim_args.fim_level)
     return FimPieces(fim, args.max_length - PIECE_SLACK, seed)
-
-
-def _fim_hyperparameters(fim_args: FimArguments, args: DataArguments) -> dict[str, Any]:
-    return {"fim_rate": fim_args.fim_rate, "fim_spm_rate": fim_args.fim_spm_rate, "fim_level": fim_args.fim_level,
-            "fim_piece_max_tokens": args.max_length - PIECE_SLACK}  # fmt: skip
 
 
 def _encoder(tokenizer, spec: ObjectiveSpec, text_column: str, encode: Any, held_out: HeldOut | None, name: str,
@@ -158,17 +151,14 @@ def _training_source(
     encoder = _encoder(tokenizer, objective, spec.text_column, encode, held_out, spec.name, source, exclude)
     if spec.streaming:
         return encoder, np.zeros(len(LEFT_OUT), dtype=np.int64)  # counted as it is read
-    return _encoded(encoder, source, spec, tokenizer)
+    return _encoded(encoder, source, spec)
 
 
-def _encoded(encoder: TextStream, rows: datasets.Dataset, spec: SourceSpec, tokenizer) -> tuple[Any, np.ndarray]:
+def _encoded(encoder: TextStream, rows: datasets.Dataset, spec: SourceSpec) -> tuple[Any, np.ndarray]:
     """In-memory text encoded once into a random-access source (token ids as compact int32 Arrow lists)."""
     left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)
     documents: list[np.ndarray] = []
-    column = rows.data.column(spec.text_column) if spec.text_column in rows.column_names else None
-    if column is None:
-        raise ValueError(f"source {spec.name!r} has no column {spec.text_column!r} (has {rows.column_names}); set "
-                         "text_column=<column name>")  # fmt: skip
+    column = rows.data.column(spec.text_column)  # the encoder refused a dataset without it
     for start in range(0, rows.num_rows, _ENCODE_BATCH):
         texts = column.slice(start, _ENCODE_BATCH).to_pylist()
         for doc in encoder.documents_or_reasons(encoder.read_texts(iter({spec.text_column: t} for t in texts),
@@ -244,7 +234,7 @@ def _eval_rows(
     return eval_subset(datasets.Dataset.from_dict(columns), args.max_eval_rows)
 
 
-def _row_hyperparameters(stream: PretrainingStream, specs: list[SourceSpec], fmt, args: DataArguments) -> dict:
+def _row_hyperparameters(stream: PretrainingStream, specs: list[SourceSpec], fmt) -> dict:
     found: dict[str, Any] = {"rows": fmt.kind}
     if len(specs) > 1:
         found["sources"] = [{"name": s.name, "kind": s.kind, "weight": s.weight} for s in specs]

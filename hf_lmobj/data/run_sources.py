@@ -119,8 +119,6 @@ class RunSources:
             for spec, opened in zip(self.specs, self.opened)
             if spec.holds_text
         ]
-        if not streams:
-            return iter(())
         return (text for group in itertools.zip_longest(*streams) for text in group if text is not None)
 
     def stores(self) -> list[TokenStore]:
@@ -138,11 +136,7 @@ def open_sources(args: DataArguments, splits: datasets.DatasetDict | None = None
     """Open the run's sources (``splits``: text the caller holds in memory, with a ``train`` split and maybe a
     ``validation`` one) and choose its validation text."""
     specs = source_specs(args, in_memory=splits is not None)
-    opened, validation_splits = [], []
-    for spec in specs:
-        train, validation = _open(spec, args, splits)
-        opened.append(train)
-        validation_splits.append(validation)
+    opened, validation_splits = map(list, zip(*(_open(spec, args, splits) for spec in specs)))
     texts, domains, record, held_out, skipped = _choose_validation(specs, opened, validation_splits, args)
     return RunSources(specs, opened, texts, record, held_out, skipped, domains)
 
@@ -156,10 +150,7 @@ def _open(spec: SourceSpec, args: DataArguments, splits: datasets.DatasetDict | 
 
         corpus = load_stdlib_corpus(args.validation_fraction, args.max_documents)
         return corpus["train"], corpus["validation"]
-    if spec.kind == "in-memory":
-        loaded = splits
-    else:
-        loaded = _load(spec, args)
+    loaded = splits if spec.kind == "in-memory" else _load(spec, args)
     if "train" not in loaded:
         raise ValueError(f"source {spec.name!r} ({spec.location}) has no 'train' split (has {list(loaded)})")
     train = loaded["train"]

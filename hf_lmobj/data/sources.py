@@ -129,20 +129,14 @@ class TextStream:
     def documents_or_reasons(self, texts: list[str]) -> list[np.ndarray | str]:
         """Each text's documents in order; where one is left out, why instead (a
         :data:`~hf_lmobj.held_out.SKIP_REASONS` word or ``"held_out"``), so readers count what they pass."""
-        reasons: list[str | None] = [text_problem(text) for text in texts]
-        if self.held_out is not None:
-            reasons = [
-                r or ("held_out" if self.held_out.holds_out(content_hash(t)) else None) for r, t in zip(reasons, texts)
-            ]
+        held = self.held_out
+        reasons = [
+            text_problem(t) or ("held_out" if held is not None and held.holds_out(content_hash(t)) else None)
+            for t in texts
+        ]
         kept = [text for text, reason in zip(texts, reasons) if reason is None]
         made = iter(self._encode(kept) if kept else [])
-        out: list[np.ndarray | str] = []
-        for reason in reasons:
-            if reason is not None:
-                out.append(reason)
-                continue
-            out.extend(self._kept(doc) for doc in next(made))
-        return out
+        return [d for reason in reasons for d in ([reason] if reason is not None else map(self._kept, next(made)))]
 
     def _kept(self, doc: np.ndarray) -> np.ndarray | str:
         if doc.size < 2:
@@ -183,9 +177,8 @@ class TextStream:
         if num_units % workers:
             raise ValueError(f"num_units ({num_units}) must be processes x workers, a multiple of {workers} workers")
         rank, world = unit // workers, num_units // workers
-        stream = self.dataset
-        stream.set_epoch(epoch)
-        return split_dataset_by_node(stream, rank=rank, world_size=world) if world > 1 else stream
+        self.dataset.set_epoch(epoch)
+        return split_dataset_by_node(self.dataset, rank=rank, world_size=world) if world > 1 else self.dataset
 
     def read_texts(self, rows: Iterator[dict[str, Any]], count: int, examples: Any, first_row: int = 0) -> list[str]:
         """Up to ``count`` texts from ``rows`` (an iterator over ``examples``), fewer only at its end.
@@ -255,12 +248,13 @@ class TextStream:
         return "stream:" + hashlib.blake2b(json.dumps(described, default=str).encode(), digest_size=8).hexdigest()
 
 
-def check_unit(unit: Any, num_units: Any) -> tuple[int, int]:
-    """``(unit, num_units)`` as ints with ``0 <= unit < num_units`` (a unit is one process x worker)."""
-    num_units = check_count(num_units, "num_units", 1)
-    unit = check_count(unit, "unit")
+def check_unit(unit: Any, num_units: Any, field: str = "unit", count_field: str = "num_units") -> tuple[int, int]:
+    """``(unit, num_units)`` as ints with ``0 <= unit < num_units`` (a unit is one process x worker; the fields
+    name them in errors: ``"rank"`` of ``"world_size"`` too)."""
+    num_units = check_count(num_units, count_field, 1)
+    unit = check_count(unit, field)
     if unit >= num_units:
-        raise ValueError(f"unit must be in [0, num_units={num_units}), got {unit}")
+        raise ValueError(f"{field} must be in [0, {count_field}={num_units}), got {unit}")
     return unit, num_units
 
 

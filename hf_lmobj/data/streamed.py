@@ -34,7 +34,7 @@ import numpy as np
 
 from hf_lmobj.checks import check_count, check_flag, check_length, check_seed, check_unique_names
 from hf_lmobj.data.block_rows import RowFormat, block_layout, row_feature, shuffle_rows
-from hf_lmobj.data.mixture import TokenMixer, check_mixture_weights
+from hf_lmobj.data.mixture import TokenMixer, normalized_weights
 from hf_lmobj.data.planned import epoch_rng
 from hf_lmobj.data.sources import TextStream, check_unit
 from hf_lmobj.held_out import LEFT_OUT
@@ -44,15 +44,9 @@ class SourceCursor:
     """One unit's documents of one source, pass by pass; ``position()`` is where the next one starts."""
 
     def __init__(self, reader: UnitReader, index: int, unit: int, num_units: int, position: dict | None) -> None:
-        if not isinstance(reader, UnitReader):
-            raise TypeError(f"reader must be a UnitReader, got {type(reader).__name__}")
-        index = check_count(index, "index")
-        if index >= len(reader.sources):
-            raise ValueError(f"index must be in [0, {len(reader.sources)}) (one per source), got {index}")
-        unit, num_units = check_unit(unit, num_units)
         self.reader, self.index, self.unit, self.num_units = reader, index, unit, num_units
         self.source = reader.sources[index]
-        position = _check_cursor_position(position, reader.source_name(index))
+        position = _check_cursor_position(position, reader.names[index])
         self.left_out = np.zeros(len(LEFT_OUT), dtype=np.int64)  # documents passed over, by reason (LEFT_OUT)
         self._open(position["pass"], position["state"], position["taken"])
 
@@ -76,10 +70,8 @@ class SourceCursor:
         self.state = self._examples.state_dict()
         texts = self.source.read_texts(self._iterator, self.source.batch_size, self._examples, self._read)
         self._read += len(texts)
-        if texts:
-            self._batch = self.source.documents_or_reasons(texts)
         self.taken = skip
-        self._batch = self._batch[skip:] if texts else []
+        self._batch = self.source.documents_or_reasons(texts)[skip:] if texts else []
 
     def next(self) -> np.ndarray | None:
         """The next document of this pass, or None when the pass is over."""
@@ -123,7 +115,7 @@ class UnitReader:
 
     sources: Sequence[Any]
     fmt: RowFormat
-    weights: Sequence[float] | None = None  # normalized, one per source; None for one source
+    weights: Sequence[float] | None = None  # one per source (normalized here); None for one source
     block_documents: int = 1000
     seed: int = 0
     shuffle: bool = True
@@ -142,14 +134,11 @@ class UnitReader:
         if len(self.names) != count:
             raise ValueError(f"got {len(self.names)} names for {count} sources; give one name per source")
         if self.weights is not None:
-            check_mixture_weights(self.weights, self.names)
+            self.weights = normalized_weights(self.weights, self.names)
         elif count > 1:
             raise ValueError("several sources need weights (their share of the tokens), e.g. weights=[0.7, 0.3]")
         self.block_documents = check_length(self.block_documents, "block_documents")
         self.seed, self.shuffle = check_seed(self.seed), check_flag(self.shuffle, "shuffle")
-
-    def source_name(self, index: int) -> str:
-        return self.names[index]
 
     def _next_document(self, cursors: list[SourceCursor], mixer: TokenMixer | None, unit: int) -> tuple[int, Any]:
         """``(source, document)``; document None when the unit's single source is done."""
