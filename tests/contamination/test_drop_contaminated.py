@@ -13,6 +13,7 @@ from hf_lmobj.data.prepare import DataArguments
 from hf_lmobj.data.prepare_run import prepare_run_data
 from hf_lmobj.data.run_sources import open_sources
 from tests.recipes.test_own_data import generated_texts
+from tests.testing_utils import QUICK, REPO, load_recipe
 
 FRACTION = 0.2
 
@@ -67,3 +68,19 @@ def test_the_filter_and_the_flag_go_together(planted, tokenizer):
     plain = DataArguments(dataset_name=str(folder), validation_fraction=FRACTION, max_length=64)
     with pytest.raises(ValueError, match="exclude filters a run with drop_contaminated=True"):
         prepare_run_data(open_sources(plain), "causal", tokenizer, plain, batch_size=2, exclude=index)
+
+
+def test_the_pretrain_recipe_builds_the_filter_and_reports_the_drop(planted, tmp_path):
+    """``--drop_contaminated true`` on the recipe: the planted copy is left out of training and counted in
+    metrics.json and the card (the recipe builds the filter from its validation text and hands it to the data path)."""
+    folder, _ = planted
+    out = tmp_path / "run"
+    load_recipe("pretrain").main([
+        "--config", str(REPO / "recipes/configs/causal/demo.yaml"), *QUICK, "--vocab_size", "512",
+        "--dataset_name", str(folder), "--validation_fraction", str(FRACTION), "--drop_contaminated", "true",
+        "--max_steps", "2", "--max_train_minutes", "null", "--ngram_orders", "none", "--compressor_baselines", "false",
+        "--torch_threads", "1", "--disable_tqdm", "true", "--output_dir", str(out),
+    ])  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["train_contaminated_documents"] == 1
+    assert "drop_contaminated" in (out / "README.md").read_text()
