@@ -120,3 +120,23 @@ def read_json(
         names = ", ".join(repr(key) for key in missing)
         raise ValueError(f"{path} ({what}) has no {names}{tail}")
     return value
+
+
+def read_json_line(line: bytes, where: str, fix: str) -> Any:
+    """One line of a JSON-lines file (its raw bytes) decoded, or a ``ValueError`` naming ``where`` (the file and
+    line) and ``fix``: not UTF-8 (the byte), not valid JSON (cut short or corrupt).
+
+    Example:
+        >>> read_json_line(b'{"text": "a"}\\n', "held_out.jsonl:1", "rewrite it")
+        {'text': 'a'}
+        >>> read_json_line(b'{"text": "a', "held_out.jsonl:2", "rewrite it")
+        Traceback (most recent call last):
+        ...
+        ValueError: held_out.jsonl:2 is not valid JSON (cut short or corrupt: Unterminated string starting at); rewrite it
+    """
+    try:
+        return json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where} is not UTF-8 text (byte {error.start} of the line); {fix}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where} is not valid JSON (cut short or corrupt: {error.msg}); {fix}") from None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hf_lmobj.checks import check_name
-from hf_lmobj.files import write_atomic
+from hf_lmobj.files import read_json_line, write_atomic
 from hf_lmobj.metrics.sums import (
     bits_per_byte_from_sums,
     byte_perplexity_from_sums,
@@ -122,12 +122,7 @@ def check_text_dataset(data_path: str | os.PathLike, split: str = "test", text_c
     with open(path, "rb") as f:  # lines split on b"\n" only, as datasets' JSON lines reader does
         for number, raw in enumerate(f, start=1):
             where = f"{path}:{number}"
-            try:
-                line = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{where} is not UTF-8 text (byte {error.start} of the line)") from None
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where} is not a JSON object ({error.msg}); one object per line") from None
+            line = read_json_line(raw, where, "one JSON object per line")
             document_text(line, text_column, where)
             count += 1
     if count == 0:

@@ -16,13 +16,13 @@ Example:
 
 from __future__ import annotations
 
-import json
 from array import array
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hf_lmobj.files import read_json_line
 from hf_lmobj.store.files import _REWRITE, _load_npy
 
 #: ``(D,) uint64``: the content hash of each stored document's text, in document order (stores written from text).
@@ -79,12 +79,7 @@ def _read_held_out(path: Path, limit: int | None, expected: int | None) -> list[
 
 
 def _held_out_line(line: bytes, where: str) -> str:
-    try:
-        value = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{where}: not UTF-8 text (byte {error.start}); {_REWRITE}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where}: not valid JSON (cut short or corrupt: {error.msg}); {_REWRITE}") from None
+    value = read_json_line(line, where, _REWRITE)
     if not isinstance(value, dict) or not isinstance(value.get("text"), str):
         shown = repr(value)[:60]
         raise ValueError(f'{where}: must be a JSON object {{"text": <string>}}, got {shown}; {_REWRITE}')

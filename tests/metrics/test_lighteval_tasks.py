@@ -98,7 +98,11 @@ def test_write_text_dataset_never_overwrites(tmp_path):
             "test.jsonl",
         ),
         (lambda tmp: write_lines(tmp / "d", []), ValueError, "is empty: it holds no document"),
-        (lambda tmp: write_lines(tmp / "d", ['{"text": "a"}', "not json"]), ValueError, r"test.jsonl:2 is not a JSON"),
+        (
+            lambda tmp: write_lines(tmp / "d", ['{"text": "a"}', "not json"]),
+            ValueError,
+            r"test\.jsonl:2 is not valid JSON \(cut short or corrupt.*one JSON object per line",
+        ),
         (lambda tmp: write_lines(tmp / "d", ['{"body": "a"}']), ValueError, r"no 'text' field \(fields: \['body'\]\)"),
         (lambda tmp: write_lines(tmp / "d", ['{"text": ""}']), ValueError, "'text' must be a non-empty string"),
         (lambda tmp: write_lines(tmp / "d", ['{"text": 3}']), ValueError, r"'text' must .*, got 3"),

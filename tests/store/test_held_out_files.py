@@ -327,10 +327,10 @@ LINE_REFUSALS = [
     ("a number line", lambda f: rewrite_line(f, 1, b"7\n"), r"held_out\.jsonl, line 1: must be a JSON object"),
     ("no text key", lambda f: rewrite_line(f, 3, b'{"content": "zorvu"}\n'), r"line 3: must be a JSON object"),
     ("text not a string", lambda f: rewrite_line(f, 3, b'{"text": 5}\n'), r"line 3: must be a JSON object"),
-    ("invalid UTF-8", lambda f: rewrite_line(f, 2, b'{"text": "zor\xffvu"}\n'), r"line 2: not UTF-8 text \(byte 13\)"),
-    ("an empty line", lambda f: rewrite_line(f, 4, b"\n"), r"line 4: not valid JSON"),
+    ("invalid UTF-8", lambda f: rewrite_line(f, 2, b'{"text": "zor\xffvu"}\n'), r"line 2 is not UTF-8 text \(byte 13 of the line\)"),
+    ("an empty line", lambda f: rewrite_line(f, 4, b"\n"), r"line 4 is not valid JSON"),
     ("cut mid-line", lambda f: (f / "held_out.jsonl").write_bytes((f / "held_out.jsonl").read_bytes()[:-9]),
-     r"line 7: not valid JSON \(cut short or corrupt"),
+     r"line 7 is not valid JSON \(cut short or corrupt"),
     ("a line short", lambda f: rewrite_line(f, 7, b""), r"held_out\.jsonl: 6 documents, but meta\.json records 7"),
     ("a line more", lambda f: rewrite_line(f, 7, b'{"text": "a"}\n{"text": "b"}\n'), r"8 documents, but meta"),
 ]  # fmt: skip
